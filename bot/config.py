@@ -1,0 +1,101 @@
+"""Settings, read once per process from the environment (never at import time)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+#: The embedded default's database when GITOPS_DATABASE_URL is unset.
+EMBEDDED_DATABASE_URL = "sqlite:///gitops-bot.sqlite3"
+
+
+def _csv(value: str | None) -> tuple[str, ...]:
+    return tuple(part.strip() for part in (value or "").split(",") if part.strip())
+
+
+def _int(env: Mapping[str, str], key: str, default: int) -> int:
+    raw = env.get(key, "").strip()
+    if not raw:
+        return default
+    try:
+        return int(raw)
+    except ValueError as exc:
+        raise ValueError(f"{key} must be an integer number of seconds, got {raw!r}") from exc
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything configurable; secrets are kept out of repr() so they never reach a log line."""
+
+    database_url: str = EMBEDDED_DATABASE_URL
+    #: None: the embedded in-process queue (fakeredis) instead of a Redis server
+    redis_url: str | None = None
+    gitlab_url: str = "https://gitlab.example.com"
+    gitlab_token: str = field(default="", repr=False)
+    approver_tokens: tuple[str, ...] = field(default=(), repr=False)
+    webhook_secret: str = field(default="", repr=False)
+    approval_url: str = ""
+    approval_secret: str = field(default="", repr=False)
+    deploy_secret: str = field(default="", repr=False)
+    api_token: str = field(default="", repr=False)
+    public_url: str = "http://127.0.0.1:8000"
+    allowed_paths: tuple[str, ...] = ()
+    port: int = 8000
+    #: seconds between sweeps of operations past their deadline
+    sweep_interval: int = 30
+    #: a running step (not a wait on people) past this is re-driven
+    step_timeout: int = 600
+    #: a check pipeline past this is reported pending ("you can keep waiting")
+    pipeline_timeout: int = 3600
+    reconcile_interval: int = 60
+    reconcile_min_age: int = 120
+    reconcile_max_age: int = 86400
+    #: webhook and API bodies larger than this are refused with 413
+    max_body_bytes: int = 1_048_576
+
+    @property
+    def embedded(self) -> bool:
+        """True when running with no servers: SQLite and the in-process queue."""
+        return self.database_url.startswith("sqlite") and self.redis_url is None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """Reads GITOPS_* (and PORT) once; unset database and Redis mean the embedded default."""
+        env = os.environ if env is None else env
+        database_url = env.get("GITOPS_DATABASE_URL", "").strip() or EMBEDDED_DATABASE_URL
+        return cls(
+            database_url=normalise_database_url(database_url),
+            redis_url=env.get("GITOPS_REDIS_URL", "").strip() or None,
+            gitlab_url=env.get("GITOPS_GITLAB_URL", cls.gitlab_url).rstrip("/"),
+            gitlab_token=env.get("GITOPS_GITLAB_TOKEN", ""),
+            approver_tokens=_csv(env.get("GITOPS_APPROVER_TOKENS")),
+            webhook_secret=env.get("GITOPS_WEBHOOK_SECRET", ""),
+            approval_url=env.get("GITOPS_APPROVAL_URL", "").rstrip("/"),
+            approval_secret=env.get("GITOPS_APPROVAL_SECRET", ""),
+            deploy_secret=env.get("GITOPS_DEPLOY_SECRET", ""),
+            api_token=env.get("GITOPS_API_TOKEN", ""),
+            public_url=env.get("GITOPS_PUBLIC_URL", cls.public_url).rstrip("/"),
+            allowed_paths=_csv(env.get("GITOPS_ALLOWED_PATHS")),
+            port=_int(env, "PORT", cls.port),
+            sweep_interval=_int(env, "GITOPS_SWEEP_INTERVAL", cls.sweep_interval),
+            step_timeout=_int(env, "GITOPS_STEP_TIMEOUT", cls.step_timeout),
+            pipeline_timeout=_int(env, "GITOPS_PIPELINE_TIMEOUT", cls.pipeline_timeout),
+            reconcile_interval=_int(env, "GITOPS_RECONCILE_INTERVAL", cls.reconcile_interval),
+            reconcile_min_age=_int(env, "GITOPS_RECONCILE_MIN_AGE", cls.reconcile_min_age),
+            reconcile_max_age=_int(env, "GITOPS_RECONCILE_MAX_AGE", cls.reconcile_max_age),
+            max_body_bytes=_int(env, "GITOPS_MAX_BODY_BYTES", cls.max_body_bytes),
+        )
+
+
+def normalise_database_url(url: str) -> str:
+    """Picks psycopg 3 for bare postgres URLs and makes relative SQLite paths absolute."""
+    for prefix in ("postgres://", "postgresql://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix) :]
+    if url.startswith("sqlite:///") and not url.startswith("sqlite:////"):
+        rest = url[len("sqlite:///") :]
+        if rest and rest != ":memory:":
+            return "sqlite:///" + str(Path(rest).resolve())
+    return url

@@ -1,0 +1,1 @@
+"""Persistence: models, engine, fire() with CAS + audit + outbox, migrations."""

@@ -1,0 +1,284 @@
+"""fire(): the only writer of state: table, guards, CAS, audit and outbox in one transaction."""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any, TypeVar
+
+from sqlalchemy import insert, select, update
+from sqlalchemy.engine import Connection, Engine
+
+from bot import metrics
+from bot.core.events import Event, Source
+from bot.core.guards import Snapshot
+from bot.core.resolve import resolve
+from bot.core.states import BindingState, Flow, Step
+from bot.errors import Conflict, IllegalTransition, NotOwner, UnknownOperation
+from bot.store import fire_sql
+from bot.store.models import AUDIT, BINDINGS, OPERATIONS, OUTBOX, utcnow
+from bot.store.writeguard import state_writes
+
+log = logging.getLogger(__name__)
+
+_ops = OPERATIONS
+_bindings = BINDINGS
+
+#: Operation columns a transition may set along with its step (remote references, deadline...).
+WRITABLE: frozenset[str] = frozenset(
+    c.name
+    for c in _ops.columns
+    if c.name
+    not in {
+        "id",
+        "binding_id",
+        "subject_id",
+        "target_key",
+        "flow",
+        "step",
+        "version",
+        "created_at",
+        "updated_at",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class FireResult:
+    """What a successful fire() did."""
+
+    operation_id: str
+    event: Event
+    old_state: BindingState | None
+    new_state: BindingState
+    step: Step
+    version: int
+
+
+def snapshot_of(values: Mapping[str, Any], flow: Flow) -> Snapshot:
+    """The guard's view of an operation from its column values."""
+    step = values.get("step")
+    return Snapshot(
+        flow=flow,
+        step=Step(step) if step is not None else None,
+        has_mr=values.get("mr_iid") is not None,
+        mr_opened_by_bot=bool(values.get("mr_opened_by_bot")),
+        approved=values.get("approved_at") is not None,
+        has_approval_request=values.get("approval_id") is not None,
+    )
+
+
+def _check_changes(changes: Mapping[str, Any] | None) -> dict[str, Any]:
+    unknown = set(changes or {}) - WRITABLE
+    if unknown:
+        raise ValueError(f"fire() cannot set {sorted(unknown)}")
+    return dict(changes or {})
+
+
+def record_outcome(event: Event, outcome: str, started: float) -> None:
+    metrics.FIRE_TOTAL.labels(event.value, outcome).inc()
+    metrics.FIRE_SECONDS.labels(event.value).observe(time.perf_counter() - started)
+
+
+def fire(
+    engine: Engine,
+    operation_id: str,
+    event: Event,
+    *,
+    expected_version: int | None = None,
+    source: Source = Source.JOB,
+    actor: str | None = None,
+    correlation_id: str | None = None,
+    changes: Mapping[str, Any] | None = None,
+    detail: str | None = None,
+    now: datetime | None = None,
+) -> FireResult:
+    """Moves an operation by one table transition, in its own transaction."""
+    started = time.perf_counter()
+    try:
+        with engine.begin() as conn:
+            result = fire_in(
+                conn,
+                operation_id,
+                event,
+                expected_version=expected_version,
+                source=source,
+                actor=actor,
+                correlation_id=correlation_id,
+                changes=changes,
+                detail=detail,
+                now=now,
+            )
+    except IllegalTransition:
+        record_outcome(event, "illegal", started)
+        raise
+    except Conflict:
+        record_outcome(event, "conflict", started)
+        raise
+    except NotOwner:
+        record_outcome(event, "stale", started)
+        raise
+    except Exception:
+        record_outcome(event, "failure", started)
+        raise
+    record_outcome(event, "success", started)
+    return result
+
+
+def fire_in(
+    conn: Connection,
+    operation_id: str,
+    event: Event,
+    *,
+    expected_version: int | None = None,
+    source: Source = Source.JOB,
+    actor: str | None = None,
+    correlation_id: str | None = None,
+    changes: Mapping[str, Any] | None = None,
+    detail: str | None = None,
+    now: datetime | None = None,
+) -> FireResult:
+    """fire() inside the caller's transaction (nothing is committed here)."""
+    now = now or utcnow()
+    changes = _check_changes(changes)
+    row = conn.execute(
+        select(
+            _ops,
+            _bindings.c.state,
+            _bindings.c.operation_id.label("owner"),
+            _bindings.c.version.label("binding_version"),
+        )
+        .join(_bindings, _bindings.c.id == _ops.c.binding_id)
+        .where(_ops.c.id == operation_id)
+    ).one_or_none()
+    if row is None:
+        raise UnknownOperation(operation_id)
+    values = dict(row._mapping)
+    if values["owner"] != operation_id:
+        raise NotOwner(
+            f"{operation_id} no longer owns {values['subject_id']} -> "
+            f"{values['target_key']} ({values['owner']} does)"
+        )
+    state = BindingState(values["state"])
+    snapshot = snapshot_of({**values, **changes}, Flow(values["flow"]))
+    resolution = resolve(state, event, snapshot)
+    transition = resolution.transition
+    if transition is None:
+        for reason in resolution.refused:
+            log.info("guard refused", extra={"operation_id": operation_id, "reason": reason})
+        raise IllegalTransition(
+            f"{event} is not allowed in {state} for {operation_id}"
+            + (f" ({'; '.join(resolution.refused)})" if resolution.refused else "")
+        )
+    version = values["version"]
+    if expected_version is not None and expected_version != version:
+        raise Conflict(f"{operation_id} is at version {version}, not {expected_version}")
+    if transition.stamp:
+        changes[transition.stamp] = now
+    after = replace(snapshot, approved=snapshot.approved or transition.stamp == "approved_at")
+    effects = [e.value for e in transition.effects_for(after)]
+    write = fire_sql.write_postgres if conn.dialect.name == "postgresql" else _write_generic
+    with state_writes(conn):
+        new_version = write(
+            conn,
+            fire_sql.Write(
+                operation_id=operation_id,
+                binding_id=values["binding_id"],
+                binding_version=values["binding_version"],
+                version=version,
+                from_state=state.value,
+                to_state=transition.target.value,
+                event=event.value,
+                step=transition.step.value,
+                changes=changes,
+                effects=effects,
+                source=source.value,
+                actor=actor,
+                correlation_id=correlation_id,
+                detail=detail,
+                now=now,
+            ),
+        )
+    if new_version is None:
+        raise Conflict(f"{operation_id} moved under us (version {version} is gone)")
+    return FireResult(operation_id, event, state, transition.target, transition.step, new_version)
+
+
+def _write_generic(conn: Connection, w: fire_sql.Write) -> int | None:
+    """Binding CAS, operation CAS, audit row and outbox rows as separate statements."""
+    moved = conn.execute(
+        update(_bindings)
+        .where(
+            _bindings.c.id == w.binding_id,
+            _bindings.c.version == w.binding_version,
+            _bindings.c.operation_id == w.operation_id,
+        )
+        .values(state=w.to_state, version=w.binding_version + 1, updated_at=w.now)
+    )
+    if moved.rowcount != 1:
+        return None
+    moved = conn.execute(
+        update(_ops)
+        .where(_ops.c.id == w.operation_id, _ops.c.version == w.version)
+        .values(step=w.step, version=w.version + 1, updated_at=w.now, **w.changes)
+    )
+    if moved.rowcount != 1:
+        # the binding update above is rolled back with the caller's transaction
+        return None
+    write_audit_and_outbox(conn, w, w.version + 1)
+    return w.version + 1
+
+
+def write_audit_and_outbox(conn: Connection, w: fire_sql.Write, version: int) -> None:
+    conn.execute(
+        insert(AUDIT).values(
+            operation_id=w.operation_id,
+            from_state=w.from_state,
+            to_state=w.to_state,
+            event=w.event,
+            step=w.step,
+            version=version,
+            source=w.source,
+            actor=w.actor,
+            correlation_id=w.correlation_id,
+            detail=w.detail,
+            created_at=w.now,
+        )
+    )
+    if w.effects:
+        conn.execute(
+            insert(OUTBOX),
+            [
+                {
+                    "operation_id": w.operation_id,
+                    "effect": effect,
+                    "attempts": 0,
+                    "next_attempt_at": w.now,
+                    "created_at": w.now,
+                }
+                for effect in w.effects
+            ],
+        )
+
+
+T = TypeVar("T")
+
+
+def with_conflict_retry(attempt: Callable[[], T], attempts: int = 3) -> T:
+    """Runs `attempt` again (re-reading) when it loses a CAS race, up to `attempts` times."""
+    for left in range(attempts - 1, -1, -1):
+        try:
+            return attempt()
+        except Conflict:
+            if left == 0:
+                raise
+    raise AssertionError("unreachable")
+
+
+def new_operation_id() -> str:
+    """A fresh operation id."""
+    return str(uuid.uuid4())

@@ -1,0 +1,223 @@
+"""Typed models: operations, bindings, audit log, outbox, inbox, deploy signals, flags."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, ClassVar, cast
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Enum,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+)
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from bot.core.states import BindingState, Flow
+
+#: Integer on SQLite (so it is the rowid and autoincrements), BIGINT elsewhere.
+BigId = BigInteger().with_variant(Integer(), "sqlite")
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Timezone-aware UTC datetimes on every backend (SQLite stores them naive)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to the database; pass an aware UTC time")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def utcnow() -> datetime:
+    """The current time, aware, in UTC."""
+    return datetime.now(UTC)
+
+
+_NAMING = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=_NAMING)
+    type_annotation_map: ClassVar[dict[Any, Any]] = {datetime: UTCDateTime(), Any: JSON()}
+
+
+class Binding(Base):
+    """One per (subject, target): its coarse state and the operation that owns it now."""
+
+    __tablename__ = "bindings"
+    __table_args__ = (UniqueConstraint("subject_id", "target_key"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    subject_id: Mapped[str] = mapped_column(String(255))
+    target_key: Mapped[str] = mapped_column(String(255))
+    operation_id: Mapped[str] = mapped_column(String(36), unique=True)
+    state: Mapped[BindingState] = mapped_column(
+        Enum(BindingState, native_enum=False, length=32, validate_strings=True), index=True
+    )
+    version: Mapped[int] = mapped_column(Integer)
+    updated_at: Mapped[datetime]
+
+
+class Operation(Base):
+    """One change request: its step, version, flow, deadline and what it made remotely."""
+
+    __tablename__ = "operations"
+    __table_args__ = (Index("ix_operations_deadline", "deadline_at"),)
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    binding_id: Mapped[int] = mapped_column(ForeignKey("bindings.id"), index=True)
+    subject_id: Mapped[str] = mapped_column(String(255))
+    target_key: Mapped[str] = mapped_column(String(255))
+    flow: Mapped[Flow] = mapped_column(Enum(Flow, native_enum=False, length=16))
+    step: Mapped[int] = mapped_column(Integer)
+    version: Mapped[int] = mapped_column(Integer)
+    #: "change", or "revert" when it undoes `reverts_operation_id`
+    kind: Mapped[str] = mapped_column(String(16), default="change")
+    reverts_operation_id: Mapped[str | None] = mapped_column(String(36))
+    project: Mapped[str] = mapped_column(String(255))
+    target_branch: Mapped[str] = mapped_column(String(255))
+    title: Mapped[str] = mapped_column(String(255))
+    description: Mapped[str] = mapped_column(Text, default="")
+    files: Mapped[Any] = mapped_column(JSON, default=list)
+    requested_by: Mapped[str] = mapped_column(String(255))
+    idempotency_key: Mapped[str | None] = mapped_column(String(255), unique=True)
+    request_hash: Mapped[str | None] = mapped_column(String(64))
+    # what exists remotely
+    mr_iid: Mapped[int | None] = mapped_column(Integer)
+    mr_url: Mapped[str | None] = mapped_column(String(1024))
+    mr_opened_by_bot: Mapped[bool] = mapped_column(Boolean, default=False)
+    branch: Mapped[str | None] = mapped_column(String(255))
+    head_sha: Mapped[str | None] = mapped_column(String(64))
+    merge_commit_sha: Mapped[str | None] = mapped_column(String(64))
+    approval_id: Mapped[str | None] = mapped_column(String(255))
+    approved_at: Mapped[datetime | None]
+    merged_at: Mapped[datetime | None]
+    # waiting and failure
+    deadline_at: Mapped[datetime | None]
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    error_detail: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+
+
+class AuditEntry(Base):
+    """Why it is in this state: one row per transition (and per stale event ignored)."""
+
+    __tablename__ = "audit_log"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    operation_id: Mapped[str] = mapped_column(String(36), index=True)
+    from_state: Mapped[str | None] = mapped_column(String(32))
+    to_state: Mapped[str] = mapped_column(String(32))
+    event: Mapped[str] = mapped_column(String(32))
+    step: Mapped[int] = mapped_column(Integer)
+    #: the operation's version after this transition (0 for a stale event, which changes nothing)
+    version: Mapped[int] = mapped_column(Integer)
+    source: Mapped[str] = mapped_column(String(16))
+    actor: Mapped[str | None] = mapped_column(String(255))
+    correlation_id: Mapped[str | None] = mapped_column(String(255))
+    detail: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime]
+
+
+class OutboxEntry(Base):
+    """A side effect that must not be lost, written with the transition, sent after commit."""
+
+    __tablename__ = "outbox"
+    __table_args__ = (Index("ix_outbox_pending", "sent_at", "next_attempt_at"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    operation_id: Mapped[str] = mapped_column(String(36), index=True)
+    effect: Mapped[str] = mapped_column(String(32))
+    payload: Mapped[Any | None] = mapped_column(JSON)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[datetime]
+    sent_at: Mapped[datetime | None]
+    last_error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime]
+
+
+class InboxEntry(Base):
+    """A webhook or callback delivery, stored before it is processed; unique on its key."""
+
+    __tablename__ = "inbox"
+    __table_args__ = (Index("ix_inbox_status", "status", "received_at"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    delivery_key: Mapped[str] = mapped_column(String(255), unique=True)
+    source: Mapped[str] = mapped_column(String(16))
+    event_type: Mapped[str] = mapped_column(String(64))
+    body: Mapped[bytes] = mapped_column(LargeBinary)
+    headers: Mapped[Any] = mapped_column(JSON, default=dict)
+    #: received, processed, quarantined, ignored
+    status: Mapped[str] = mapped_column(String(16), default="received")
+    reason: Mapped[str | None] = mapped_column(Text)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    received_at: Mapped[datetime]
+    processed_at: Mapped[datetime | None]
+
+
+class DeploySignal(Base):
+    """A deployment's word (callback, deployment event, pipeline), kept for reconciliation."""
+
+    __tablename__ = "deploy_signals"
+    __table_args__ = (
+        Index("ix_deploy_signals_project_mr", "project_id", "mr_iid"),
+        Index("ix_deploy_signals_received", "received_at"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    source: Mapped[str] = mapped_column(String(16))
+    project_id: Mapped[str] = mapped_column(String(255))
+    mr_iid: Mapped[int | None] = mapped_column(Integer)
+    operation_id: Mapped[str | None] = mapped_column(String(36), index=True)
+    sha: Mapped[str | None] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(16))
+    received_at: Mapped[datetime]
+
+
+class Flag(Base):
+    """A dynamic flag (workflow order, approve implementation, poll tiers), read per use."""
+
+    __tablename__ = "flags"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[Any] = mapped_column(JSON)
+    updated_at: Mapped[datetime]
+
+
+# Core-level handles for the hot paths (fire, sweeps), typed as Tables for mypy.
+OPERATIONS = cast(Table, Operation.__table__)
+BINDINGS = cast(Table, Binding.__table__)
+AUDIT = cast(Table, AuditEntry.__table__)
+OUTBOX = cast(Table, OutboxEntry.__table__)
+INBOX = cast(Table, InboxEntry.__table__)

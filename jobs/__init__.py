@@ -1,0 +1,1 @@
+"""RQ entry points, one module per workflow phase; thin shells over `bot`."""

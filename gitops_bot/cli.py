@@ -41,6 +41,23 @@ def web(port: int | None, host: str) -> None:
     runner.web(settings, host=host, port=port or settings.port)
 
 
+@main.command("worker")
+@click.option("--burst", is_flag=True, help="Work until the queue is empty, then exit.")
+def worker_command(burst: bool) -> None:
+    """Run an RQ worker (the Procfile's `worker`); needs GITOPS_REDIS_URL."""
+    from gitops_bot import runner
+
+    runner.worker(Settings.from_env(), burst=burst)
+
+
+@main.command("scheduler")
+def scheduler_command() -> None:
+    """Run rq-scheduler for the periodic jobs (Procfile `scheduler`); needs GITOPS_REDIS_URL."""
+    from gitops_bot import runner
+
+    runner.scheduler(Settings.from_env())
+
+
 @main.group()
 def db() -> None:
     """Database schema."""

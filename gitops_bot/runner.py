@@ -66,3 +66,34 @@ def serve(settings: Settings, *, host: str, port: int) -> None:
     """The embedded default: one process, SQLite, the in-process queue, schema upgraded first."""
     _upgrade_schema(settings)
     _Gunicorn(settings, _options(host, port, workers=1, threads=8)).run()
+
+
+def worker(settings: Settings, *, burst: bool = False) -> bool:
+    """An RQ worker on the bot's queue, running delayed jobs through RQ's own scheduler."""
+    from rq import Queue, Worker
+
+    from jobs.connection import QUEUE_NAME, make_redis
+
+    if not settings.redis_url:
+        raise SystemExit(
+            "gitops-bot worker needs GITOPS_REDIS_URL; on the embedded default "
+            "`gitops-bot serve` runs the worker in-process"
+        )
+    redis = make_redis(settings)
+    queue = Queue(QUEUE_NAME, connection=redis)
+    return bool(Worker([queue], connection=redis).work(with_scheduler=True, burst=burst))
+
+
+def scheduler(settings: Settings) -> None:
+    """rq-scheduler, which enqueues the periodic jobs (sweep, outbox, reconcile)."""
+    from rq_scheduler import Scheduler
+
+    from jobs.connection import QUEUE_NAME, make_redis
+
+    if not settings.redis_url:
+        raise SystemExit(
+            "gitops-bot scheduler needs GITOPS_REDIS_URL; on the embedded default "
+            "`gitops-bot serve` runs the periodic jobs in-process"
+        )
+    redis = make_redis(settings)
+    Scheduler(queue_name=QUEUE_NAME, connection=redis, interval=settings.sweep_interval).run()

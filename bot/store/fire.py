@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, TypeVar
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.engine import Connection, Engine
 
 from bot import metrics
@@ -47,9 +47,55 @@ WRITABLE: frozenset[str] = frozenset(
 )
 
 
+#: What fire() reads: the guard's inputs, the versions to compare-and-set, the owner.
+_READ = (
+    select(
+        _ops.c.binding_id,
+        _ops.c.subject_id,
+        _ops.c.target_key,
+        _ops.c.flow,
+        _ops.c.step,
+        _ops.c.version,
+        _ops.c.mr_iid,
+        _ops.c.mr_opened_by_bot,
+        _ops.c.approved_at,
+        _ops.c.approval_id,
+        _bindings.c.state,
+        _bindings.c.operation_id.label("owner"),
+        _bindings.c.version.label("binding_version"),
+    )
+    .join(_bindings, _bindings.c.id == _ops.c.binding_id)
+    .where(_ops.c.id == bindparam("op"))
+)
+
+
+#: Operation columns guards read; like state, they change only through fire() (writeguard).
+GUARD_COLUMNS = ("step", "mr_iid", "mr_opened_by_bot", "approved_at", "approval_id")
+
+
+@dataclass(frozen=True, slots=True)
+class Current:
+    """An operation as last read, or as fire() left it: enough to fire again without a read.
+
+    Safe to hold: fire() compare-and-sets both versions, so a stale Current is a Conflict.
+    """
+
+    operation_id: str
+    binding_id: int
+    binding_version: int
+    version: int
+    state: BindingState
+    flow: Flow
+    guard_values: Mapping[str, Any]
+
+    def snapshot(self, changes: Mapping[str, Any] | None = None) -> Snapshot:
+        """The guards' view, with pending changes applied."""
+        return snapshot_of({**self.guard_values, **(changes or {})}, self.flow)
+
+
 @dataclass(frozen=True, slots=True)
 class FireResult:
-    """What a successful fire() did."""
+    """What a successful fire() did, and the operation as it left it."""
 
     operation_id: str
     event: Event
@@ -57,6 +103,29 @@ class FireResult:
     new_state: BindingState
     step: Step
     version: int
+    current: Current | None = None
+
+
+def load_current(conn: Connection, operation_id: str) -> Current:
+    """Reads what fire() needs; refuses an unknown id and an operation that lost its binding."""
+    row = conn.execute(_READ, {"op": operation_id}).one_or_none()
+    if row is None:
+        raise UnknownOperation(operation_id)
+    values = row._mapping
+    if values["owner"] != operation_id:
+        raise NotOwner(
+            f"{operation_id} no longer owns {values['subject_id']} -> "
+            f"{values['target_key']} ({values['owner']} does)"
+        )
+    return Current(
+        operation_id=operation_id,
+        binding_id=values["binding_id"],
+        binding_version=values["binding_version"],
+        version=values["version"],
+        state=BindingState(values["state"]),
+        flow=Flow(values["flow"]),
+        guard_values={k: values[k] for k in GUARD_COLUMNS},
+    )
 
 
 def snapshot_of(values: Mapping[str, Any], flow: Flow) -> Snapshot:
@@ -96,8 +165,12 @@ def fire(
     changes: Mapping[str, Any] | None = None,
     detail: str | None = None,
     now: datetime | None = None,
+    current: Current | None = None,
 ) -> FireResult:
-    """Moves an operation by one table transition, in its own transaction."""
+    """Moves an operation by one table transition, in its own transaction.
+
+    `current` (from load_current() or a previous FireResult) saves the read round trip.
+    """
     started = time.perf_counter()
     try:
         with engine.begin() as conn:
@@ -112,6 +185,7 @@ def fire(
                 changes=changes,
                 detail=detail,
                 now=now,
+                current=current,
             )
     except IllegalTransition:
         record_outcome(event, "illegal", started)
@@ -141,30 +215,17 @@ def fire_in(
     changes: Mapping[str, Any] | None = None,
     detail: str | None = None,
     now: datetime | None = None,
+    current: Current | None = None,
 ) -> FireResult:
     """fire() inside the caller's transaction (nothing is committed here)."""
     now = now or utcnow()
     changes = _check_changes(changes)
-    row = conn.execute(
-        select(
-            _ops,
-            _bindings.c.state,
-            _bindings.c.operation_id.label("owner"),
-            _bindings.c.version.label("binding_version"),
-        )
-        .join(_bindings, _bindings.c.id == _ops.c.binding_id)
-        .where(_ops.c.id == operation_id)
-    ).one_or_none()
-    if row is None:
-        raise UnknownOperation(operation_id)
-    values = dict(row._mapping)
-    if values["owner"] != operation_id:
-        raise NotOwner(
-            f"{operation_id} no longer owns {values['subject_id']} -> "
-            f"{values['target_key']} ({values['owner']} does)"
-        )
-    state = BindingState(values["state"])
-    snapshot = snapshot_of({**values, **changes}, Flow(values["flow"]))
+    if current is None:
+        current = load_current(conn, operation_id)
+    elif current.operation_id != operation_id:
+        raise ValueError(f"current is for {current.operation_id}, not {operation_id}")
+    state = current.state
+    snapshot = current.snapshot(changes)
     resolution = resolve(state, event, snapshot)
     transition = resolution.transition
     if transition is None:
@@ -174,7 +235,7 @@ def fire_in(
             f"{event} is not allowed in {state} for {operation_id}"
             + (f" ({'; '.join(resolution.refused)})" if resolution.refused else "")
         )
-    version = values["version"]
+    version = current.version
     if expected_version is not None and expected_version != version:
         raise Conflict(f"{operation_id} is at version {version}, not {expected_version}")
     if transition.stamp:
@@ -187,8 +248,8 @@ def fire_in(
             conn,
             fire_sql.Write(
                 operation_id=operation_id,
-                binding_id=values["binding_id"],
-                binding_version=values["binding_version"],
+                binding_id=current.binding_id,
+                binding_version=current.binding_version,
                 version=version,
                 from_state=state.value,
                 to_state=transition.target.value,
@@ -205,7 +266,20 @@ def fire_in(
         )
     if new_version is None:
         raise Conflict(f"{operation_id} moved under us (version {version} is gone)")
-    return FireResult(operation_id, event, state, transition.target, transition.step, new_version)
+    after_current = replace(
+        current,
+        binding_version=current.binding_version + 1,
+        version=new_version,
+        state=transition.target,
+        guard_values={
+            **current.guard_values,
+            **{k: v for k, v in changes.items() if k in GUARD_COLUMNS},
+            "step": transition.step.value,
+        },
+    )
+    return FireResult(
+        operation_id, event, state, transition.target, transition.step, new_version, after_current
+    )
 
 
 def _write_generic(conn: Connection, w: fire_sql.Write) -> int | None:

@@ -8,11 +8,13 @@ race writes nothing at all.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import JSON, text
+from sqlalchemy import JSON
 from sqlalchemy.engine import Connection
 
 from bot.store.models import Operation
@@ -97,5 +99,13 @@ a AS (
 ){outbox}
 SELECT version FROM o
 """
-    version = conn.execute(text(sql), params).scalar_one_or_none()
+    # exec_driver_sql skips SQLAlchemy's statement compilation: this is the hot path, and the
+    # SQL is built here from fixed fragments and checked column names only.
+    version = conn.exec_driver_sql(_pyformat(sql), params).scalar_one_or_none()
     return int(version) if version is not None else None
+
+
+@lru_cache(maxsize=256)
+def _pyformat(sql: str) -> str:
+    """`:name` placeholders turned into the driver's `%(name)s` (psycopg's paramstyle)."""
+    return re.sub(r"(?<![:\w]):(\w+)", r"%(\1)s", sql)

@@ -17,13 +17,17 @@ from bot.errors import GitopsError
 
 _TOKEN = "gitops_fire"
 
-# An INSERT into either table, or an UPDATE whose SET touches state, step or version.
+# An INSERT into either table, or an UPDATE whose SET touches state, step, version or a column
+# the guards read (those change only through fire(), which bumps the version).
 _INSERT = re.compile(r"\bINSERT\s+INTO\s+\"?(bindings|operations)\"?[\s(]", re.IGNORECASE)
 _UPDATE = re.compile(
     r"\bUPDATE\s+\"?(bindings|operations)\"?\s+SET\s+(?P<set>.*?)(\bWHERE\b|\bRETURNING\b|$)",
     re.IGNORECASE | re.DOTALL,
 )
-_STATE_COLUMN = re.compile(r"(^|[\s,])\"?(state|step|version)\"?\s*=", re.IGNORECASE)
+_STATE_COLUMN = re.compile(
+    r"(^|[\s,])\"?(state|step|version|mr_iid|mr_opened_by_bot|approved_at|approval_id)\"?\s*=",
+    re.IGNORECASE,
+)
 
 
 class StateWriteRefused(GitopsError):

@@ -13,7 +13,7 @@ from bot.core.events import Source
 from bot.core.states import BindingState as S
 from bot.core.states import Flow, Step
 from bot.errors import Conflict, IllegalTransition, InProgress, NotOwner, UnknownOperation
-from bot.store.fire import fire, fire_in, with_conflict_retry
+from bot.store.fire import fire, fire_in, load_current, with_conflict_retry
 from bot.store.models import AUDIT, BINDINGS, OPERATIONS, OUTBOX, Binding, Operation
 from bot.store.submit import submit
 from bot.store.writeguard import StateWriteRefused
@@ -247,3 +247,25 @@ def test_fields_a_transition_may_not_set(db: Engine) -> None:
     op_id = make_operation(db, S.MERGING)
     with pytest.raises(ValueError, match="cannot set"):
         fire(db, op_id, E.RETRY, changes={"flow": "mr_first"})
+
+
+def test_fire_with_a_held_operation_skips_the_read_and_stays_safe(db: Engine) -> None:
+    """A job may fire holding what it read; a stale copy is a conflict, not a lost update."""
+    op_id = make_operation(db, S.MERGING)
+    with db.connect() as conn:
+        held = load_current(conn, op_id)
+    first = fire(db, op_id, E.APPROVALS_GIVEN, current=held)
+    assert first.current is not None
+    second = fire(db, op_id, E.REBASE_STARTED, current=first.current)
+    assert second.version == held.version + 2
+    assert operation(db, op_id)["step"] == Step.HANDLE_REBASING
+    with pytest.raises(Conflict):
+        fire(db, op_id, E.RETRY, current=held)
+    assert count(db, AUDIT, op_id) == operation(db, op_id)["version"]
+
+
+def test_guard_inputs_change_only_through_fire(db: Engine) -> None:
+    """Columns the guards read (the MR iid, the approval) cannot be written around fire()."""
+    op_id = make_operation(db, S.MR_CREATING)
+    with pytest.raises(StateWriteRefused), db.begin() as conn:
+        conn.execute(update(OPERATIONS).where(OPERATIONS.c.id == op_id).values(mr_iid=9))

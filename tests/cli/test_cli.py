@@ -5,11 +5,13 @@ from __future__ import annotations
 import os
 import re
 import selectors
+import shlex
 import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -79,29 +81,36 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    """`gitops-bot serve` started as the README says, in an empty directory, no servers."""
-    port = _free_port()
+def _start(argv: list[str], cwd: Path, port: int) -> subprocess.Popen[bytes]:
+    """Starts a process as an operator would: no GITOPS_* settings, the venv on PATH."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GITOPS_")}
     env["PORT"] = str(port)
-    exe = Path(sys.executable).with_name("gitops-bot")
-    proc = subprocess.Popen(
-        [str(exe), "serve"],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    return subprocess.Popen(
+        argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
     )
-    base = f"http://127.0.0.1:{port}"
+
+
+@contextmanager
+def running(argv: list[str], cwd: Path) -> Iterator[str]:
+    """The process started, listening; its base URL; stopped on exit."""
+    port = _free_port()
+    proc = _start(argv, cwd, port)
     try:
         wait_for_line(proc, "Listening at", deadline=time.monotonic() + 60)
-        yield base, tmp_path
+        yield f"http://127.0.0.1:{port}"
     finally:
         proc.terminate()
         proc.wait(timeout=30)
         if proc.stdout:
             proc.stdout.close()
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """`gitops-bot serve` started as the README says, in an empty directory, no servers."""
+    with running(["gitops-bot", "serve"], tmp_path) as base:
+        yield base, tmp_path
 
 
 def wait_for_line(proc: subprocess.Popen[bytes], needle: str, deadline: float) -> None:
@@ -131,3 +140,13 @@ def test_serve_runs_on_the_embedded_default(served: tuple[str, Path]) -> None:
     assert (workdir / "gitops-bot.sqlite3").exists()
     metrics = requests.get(f"{base}/metrics", timeout=5).text
     assert re.search(r"^gitops_outbox_pending 0\.0$", metrics, re.MULTILINE)
+
+
+def test_procfile_web_line_serves_the_app(tmp_path: Path) -> None:
+    """The Procfile's `web` line, run as written, upgrades the schema and answers readiness."""
+    line = next(ln for ln in (ROOT / "Procfile").read_text().splitlines() if ln.startswith("web:"))
+    argv = shlex.split(line.split(":", 1)[1])
+    with running(argv, tmp_path) as base:
+        ready = requests.get(f"{base}/readyz", timeout=20)
+    assert ready.status_code == 200
+    assert (tmp_path / "gitops-bot.sqlite3").exists()

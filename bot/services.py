@@ -1,27 +1,26 @@
-"""Explicit wiring: the one place that turns Settings into the objects the bot runs on."""
+"""The long-lived objects of one process, built once by the composition root (gitops_bot)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy.engine import Engine
 
 from bot.config import Settings
-from bot.store.engine import make_engine
+from bot.queueing import WorkQueue
 
 
 @dataclass
 class Services:
-    """Long-lived objects shared by the web app, the workers and the CLI of one process."""
+    """Shared by the web app, the workers and the CLI of one process."""
 
     settings: Settings
     engine: Engine
+    queue: WorkQueue
+    #: the Redis client under the queue (fakeredis when embedded); None in pure unit tests
+    redis: Any = None
 
     def close(self) -> None:
         """Releases connections (tests and the CLI call this on the way out)."""
         self.engine.dispose()
-
-
-def build_services(settings: Settings) -> Services:
-    """Builds the services for these settings; nothing is read from the environment here."""
-    return Services(settings=settings, engine=make_engine(settings.database_url))

@@ -5,18 +5,24 @@ from __future__ import annotations
 from flask import Flask
 
 from bot.config import Settings
-from bot.services import Services, build_services
+from bot.services import Services
 
 
 def create_app(settings: Settings | None = None, services: Services | None = None) -> Flask:
     """Builds the web app; settings come from the environment when not given."""
     if services is None:
+        from gitops_bot.wiring import build_services
+
         services = build_services(settings or Settings.from_env())
     app = Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = services.settings.max_body_bytes
     app.extensions["gitops"] = services
 
-    from webhooks import health
+    from webhooks import approval, deploy, errors, gitlab, health
 
+    errors.init_app(app)
     app.register_blueprint(health.bp)
+    app.register_blueprint(gitlab.bp)
+    app.register_blueprint(approval.bp)
+    app.register_blueprint(deploy.bp)
     return app

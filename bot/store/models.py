@@ -91,7 +91,10 @@ class Operation(Base):
     """One change request: its step, version, flow, deadline and what it made remotely."""
 
     __tablename__ = "operations"
-    __table_args__ = (Index("ix_operations_deadline", "deadline_at"),)
+    __table_args__ = (
+        Index("ix_operations_deadline", "deadline_at"),
+        Index("ix_operations_project_mr", "project_id", "mr_iid"),
+    )
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
     binding_id: Mapped[int] = mapped_column(ForeignKey("bindings.id"), index=True)
@@ -103,7 +106,9 @@ class Operation(Base):
     #: "change", or "revert" when it undoes `reverts_operation_id`
     kind: Mapped[str] = mapped_column(String(16), default="change")
     reverts_operation_id: Mapped[str | None] = mapped_column(String(36))
+    #: the project's path (as requested); project_id is GitLab's numeric id once known
     project: Mapped[str] = mapped_column(String(255))
+    project_id: Mapped[int | None] = mapped_column(Integer)
     target_branch: Mapped[str] = mapped_column(String(255))
     title: Mapped[str] = mapped_column(String(255))
     description: Mapped[str] = mapped_column(Text, default="")
@@ -221,3 +226,5 @@ BINDINGS = cast(Table, Binding.__table__)
 AUDIT = cast(Table, AuditEntry.__table__)
 OUTBOX = cast(Table, OutboxEntry.__table__)
 INBOX = cast(Table, InboxEntry.__table__)
+DEPLOY_SIGNALS = cast(Table, DeploySignal.__table__)
+FLAGS = cast(Table, Flag.__table__)

@@ -162,6 +162,7 @@ def upgrade() -> None:
         sa.Column("requested_by", sa.String(length=255), nullable=False),
         sa.Column("idempotency_key", sa.String(length=255), nullable=True),
         sa.Column("request_hash", sa.String(length=64), nullable=True),
+        sa.Column("project_id", sa.Integer(), nullable=True),
         sa.Column("mr_iid", sa.Integer(), nullable=True),
         sa.Column("mr_url", sa.String(length=1024), nullable=True),
         sa.Column("mr_opened_by_bot", sa.Boolean(), nullable=False),
@@ -185,10 +186,12 @@ def upgrade() -> None:
     with op.batch_alter_table("operations", schema=None) as batch_op:
         batch_op.create_index(batch_op.f("ix_operations_binding_id"), ["binding_id"], unique=False)
         batch_op.create_index("ix_operations_deadline", ["deadline_at"], unique=False)
+        batch_op.create_index("ix_operations_project_mr", ["project_id", "mr_iid"], unique=False)
 
 
 def downgrade() -> None:
     with op.batch_alter_table("operations", schema=None) as batch_op:
+        batch_op.drop_index("ix_operations_project_mr")
         batch_op.drop_index("ix_operations_deadline")
         batch_op.drop_index(batch_op.f("ix_operations_binding_id"))
 

@@ -1,0 +1,162 @@
+"""The inbox: every delivery stored once (unique on its key) before anything acts on it.
+
+When the database is down a delivery goes to a Redis list instead and is moved into the
+inbox, deduplicated as usual, when the database is back (drain_fallback).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from sqlalchemy import select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.engine import Engine
+
+from bot.store.models import INBOX, utcnow
+
+#: Redis lists holding deliveries that arrived while the database was down.
+FALLBACK_KEY = "gitops:inbox:fallback"
+FALLBACK_WORK_KEY = "gitops:inbox:fallback:moving"
+
+#: Delivery headers worth keeping; the secret-bearing ones (X-Gitlab-Token...) never are.
+KEPT_HEADERS = (
+    "X-Gitlab-Event",
+    "Idempotency-Key",
+    "X-Gitlab-Event-UUID",
+    "X-Gitlab-Webhook-UUID",
+    "X-Gitlab-Instance",
+    "X-Approval-Timestamp",
+    "User-Agent",
+    "Content-Type",
+)
+
+
+def body_key(source: str, event_type: str, body: bytes) -> str:
+    """A delivery key from the content when the sender gave none."""
+    digest = hashlib.sha256(event_type.encode() + b"\n" + body).hexdigest()
+    return f"{source}:sha256:{digest}"
+
+
+class Headers(Protocol):
+    """Anything with a case-insensitive get(), like werkzeug's request headers."""
+
+    def get(self, key: str) -> str | None: ...
+
+
+def kept_headers(headers: Headers) -> dict[str, str]:
+    """The headers stored with a delivery (never a token or signature)."""
+    kept = {name: headers.get(name) for name in KEPT_HEADERS}
+    return {name: value for name, value in kept.items() if value is not None}
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """A webhook or callback as received."""
+
+    source: str
+    delivery_key: str
+    event_type: str
+    body: bytes
+    headers: dict[str, str] = field(default_factory=dict)
+    #: "received" (to process) or "quarantined" (authenticated but unusable)
+    status: str = "received"
+    reason: str | None = None
+
+    def to_json(self, received_at: datetime) -> str:
+        """The delivery as a JSON line for the Redis fallback list."""
+        data: dict[str, Any] = asdict(self)
+        data["body"] = base64.b64encode(self.body).decode()
+        data["received_at"] = received_at.isoformat()
+        return json.dumps(data)
+
+    @classmethod
+    def from_json(cls, line: str | bytes) -> tuple[Delivery, datetime]:
+        """The inverse of to_json."""
+        data = json.loads(line)
+        received_at = datetime.fromisoformat(data.pop("received_at"))
+        data["body"] = base64.b64decode(data["body"])
+        return cls(**data), received_at
+
+
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """Where a delivery went: its inbox id, and whether it was a duplicate."""
+
+    inbox_id: int | None
+    duplicate: bool
+
+
+def store(engine: Engine, delivery: Delivery, received_at: datetime | None = None) -> Stored:
+    """Inserts the delivery unless its key is already there (one round trip, one commit)."""
+    insert = pg_insert if engine.dialect.name == "postgresql" else sqlite_insert
+    stmt = (
+        insert(INBOX)
+        .values(
+            delivery_key=delivery.delivery_key[:255],
+            source=delivery.source,
+            event_type=delivery.event_type[:64],
+            body=delivery.body,
+            headers=delivery.headers,
+            status=delivery.status,
+            reason=delivery.reason,
+            attempts=0,
+            received_at=received_at or utcnow(),
+        )
+        .on_conflict_do_nothing(index_elements=["delivery_key"])
+        .returning(INBOX.c.id)
+    )
+    with engine.begin() as conn:
+        inbox_id = conn.execute(stmt).scalar_one_or_none()
+    return Stored(inbox_id, inbox_id is None)
+
+
+def push_fallback(redis: Any, delivery: Delivery, received_at: datetime | None = None) -> None:
+    """Keeps a delivery in Redis while the database is down (raises when Redis is down too)."""
+    redis.lpush(FALLBACK_KEY, delivery.to_json(received_at or utcnow()))
+
+
+def drain_fallback(engine: Engine, redis: Any, limit: int = 1000) -> list[int]:
+    """Moves fallback deliveries into the inbox; the new inbox ids (to enqueue)."""
+    new_ids: list[int] = []
+    # an item moved but not stored (a crash between) is retried from the work list first
+    for _ in range(limit):
+        line = redis.lindex(FALLBACK_WORK_KEY, -1) or redis.lmove(
+            FALLBACK_KEY, FALLBACK_WORK_KEY, "RIGHT", "LEFT"
+        )
+        if line is None:
+            break
+        delivery, received_at = Delivery.from_json(line)
+        stored = store(engine, delivery, received_at)
+        if stored.inbox_id is not None and delivery.status == "received":
+            new_ids.append(stored.inbox_id)
+        redis.lrem(FALLBACK_WORK_KEY, 1, line)
+    return new_ids
+
+
+def unprocessed(engine: Engine, older_than: datetime, limit: int = 1000) -> list[int]:
+    """Received deliveries not processed yet (their job was lost, or Redis was down)."""
+    query = (
+        select(INBOX.c.id)
+        .where(INBOX.c.status == "received", INBOX.c.received_at < older_than)
+        .order_by(INBOX.c.id)
+        .limit(limit)
+    )
+    with engine.connect() as conn:
+        return list(conn.execute(query).scalars())
+
+
+def mark(engine: Engine, inbox_id: int, status: str, reason: str | None = None) -> bool:
+    """Records how a delivery was handled; False when it was no longer "received"."""
+    stmt = (
+        update(INBOX)
+        .where(INBOX.c.id == inbox_id, INBOX.c.status == "received")
+        .values(status=status, reason=reason, processed_at=utcnow())
+    )
+    with engine.begin() as conn:
+        return conn.execute(stmt).rowcount == 1

@@ -1,0 +1,75 @@
+"""Dynamic flags: read per use from the database, changed by the CLI and the admin API."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.engine import Connection, Engine
+
+from bot.core.states import Flow
+from bot.store.models import FLAGS, utcnow
+
+_flags = FLAGS
+
+#: Every flag with its default and what it decides. Unknown keys are refused.
+DEFAULTS: Mapping[str, Any] = {
+    # which step order an API submission takes; /gitops apply is always mr_first
+    "workflow.order": Flow.APPROVE_FIRST.value,
+    # "python-gitlab" or "direct" (the HTTP call that sends the check items)
+    "approve.impl": "python-gitlab",
+    # attempts per approval account before giving up (negative counts as 0)
+    "approval.max_retries": 3,
+    # pipeline polls: [[interval_seconds, polls], ...]; past the last tier the wait is pending
+    "poll.pipeline_tiers": [[10, 6], [30, 10], [120, 25]],
+    # rebase polls, same shape
+    "poll.rebase_tiers": [[5, 6], [15, 10]],
+    # times the sweep re-drives a stuck step before writing an explicit failure
+    "sweep.retry_budget": 5,
+    # queued jobs past which a new request is refused as overloaded
+    "queue.max_length": 10_000,
+}
+
+
+class UnknownFlag(KeyError):
+    """No such flag."""
+
+
+def get_flag(conn: Connection | Engine, key: str) -> Any:
+    """The flag's value, or its default when it was never set."""
+    if key not in DEFAULTS:
+        raise UnknownFlag(key)
+    query = select(_flags.c.value).where(_flags.c.key == key)
+    if isinstance(conn, Engine):
+        with conn.connect() as c:
+            value = c.execute(query).scalar_one_or_none()
+    else:
+        value = conn.execute(query).scalar_one_or_none()
+    return DEFAULTS[key] if value is None else value
+
+
+def all_flags(engine: Engine) -> dict[str, Any]:
+    """Every flag with its current value (defaults filled in)."""
+    with engine.connect() as conn:
+        stored = dict(conn.execute(select(_flags.c.key, _flags.c.value)).tuples().all())
+    return {key: stored.get(key, default) for key, default in DEFAULTS.items()}
+
+
+def set_flag(engine: Engine, key: str, value: Any, now: datetime | None = None) -> None:
+    """Sets a flag (upsert); new requests and the next use see it, nothing restarts."""
+    if key not in DEFAULTS:
+        raise UnknownFlag(key)
+    if key == "workflow.order":
+        value = Flow(value).value
+    now = now or utcnow()
+    insert = pg_insert if engine.dialect.name == "postgresql" else sqlite_insert
+    stmt = insert(_flags).values(key=key, value=value, updated_at=now)
+    stmt = stmt.on_conflict_do_update(
+        index_elements=[_flags.c.key], set_={"value": value, "updated_at": now}
+    )
+    with engine.begin() as conn:
+        conn.execute(stmt)

@@ -1,0 +1,65 @@
+"""RQ behind the domain's WorkQueue protocol."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from redis import Redis
+from redis.exceptions import RedisError
+from rq import Queue
+from rq.job import Job
+
+from bot.queueing import QueueUnavailable
+from jobs.connection import QUEUE_NAME
+
+#: A job that runs longer than this is killed by RQ (steps are short: one GitLab exchange).
+JOB_TIMEOUT = 120
+
+
+class RQWorkQueue:
+    """Enqueues job functions by import path; Redis errors become QueueUnavailable."""
+
+    def __init__(self, redis: Redis, name: str = QUEUE_NAME) -> None:
+        self.redis = redis
+        self.queue = Queue(name, connection=redis, default_timeout=JOB_TIMEOUT)
+
+    def enqueue(self, func: str, *args: object, job_id: str | None = None) -> None:
+        """Runs `func(*args)` soon; an id already waiting in the queue is not added twice."""
+        try:
+            if job_id is not None and self._waiting(job_id):
+                return
+            self.queue.enqueue(func, *args, job_id=job_id, result_ttl=0, failure_ttl=86400)
+        except RedisError as exc:
+            raise QueueUnavailable(f"could not enqueue {func}: {type(exc).__name__}") from exc
+
+    def enqueue_in(
+        self, seconds: float, func: str, *args: object, job_id: str | None = None
+    ) -> None:
+        """Runs `func(*args)` after `seconds` (RQ's scheduled job registry)."""
+        try:
+            self.queue.enqueue_in(
+                timedelta(seconds=seconds),
+                func,
+                *args,
+                job_id=job_id,
+                result_ttl=0,
+                failure_ttl=86400,
+            )
+        except RedisError as exc:
+            raise QueueUnavailable(f"could not schedule {func}: {type(exc).__name__}") from exc
+
+    def length(self) -> int:
+        """Jobs waiting in the queue now."""
+        try:
+            return int(self.queue.count)
+        except RedisError as exc:
+            raise QueueUnavailable("could not read the queue length") from exc
+
+    def _waiting(self, job_id: str) -> bool:
+        """True when a job with this id is queued and not yet started."""
+        job = (
+            Job.fetch(job_id, connection=self.redis)
+            if self.redis.exists(f"rq:job:{job_id}")
+            else None
+        )
+        return job is not None and job.get_status(refresh=False) in {"queued", "scheduled"}

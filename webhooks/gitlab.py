@@ -1,0 +1,49 @@
+"""POST /webhooks/gitlab: X-Gitlab-Token checked in constant time, then the shared ingest."""
+
+from __future__ import annotations
+
+import hmac
+import time
+
+from flask import Blueprint, Response, request
+
+from bot.ingress import gitlab_events
+from bot.ingress.inbox import Delivery, body_key, kept_headers
+from bot.ingress.jsonload import Unusable, load_object
+from webhooks.context import services_of
+from webhooks.ingest import accept, answer, read_body, refuse
+
+bp = Blueprint("gitlab_hook", __name__)
+
+SOURCE = "gitlab"
+
+
+def token_ok(given: str | None, secret: str) -> bool:
+    """Constant-time comparison; an unset secret refuses everything (fail closed)."""
+    if not secret or given is None:
+        return False
+    return hmac.compare_digest(given.encode("utf-8", "surrogateescape"), secret.encode("utf-8"))
+
+
+@bp.post("/webhooks/gitlab")
+def receive() -> Response:
+    """Verify, store, enqueue, answer: GitLab gives a hook 10 s and disables it after 4 failures."""
+    started = time.perf_counter()
+    settings = services_of().settings
+    if not token_ok(request.headers.get("X-Gitlab-Token"), settings.webhook_secret):
+        return refuse(SOURCE, "unauthorized", started, 401, "wrong or missing X-Gitlab-Token")
+    event_type = request.headers.get("X-Gitlab-Event", "")
+    if event_type not in gitlab_events.HANDLED:
+        return answer(SOURCE, "ignored", started)
+    body = read_body()
+    headers = kept_headers(request.headers)
+    key = request.headers.get("Idempotency-Key")
+    delivery_key = f"{SOURCE}:{key}" if key else body_key(SOURCE, event_type, body)
+    try:
+        gitlab_events.parse(event_type, load_object(body))
+    except Unusable as exc:
+        return accept(
+            Delivery(SOURCE, delivery_key, event_type, body, headers, "quarantined", str(exc)),
+            started,
+        )
+    return accept(Delivery(SOURCE, delivery_key, event_type, body, headers), started)

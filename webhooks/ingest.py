@@ -1,0 +1,91 @@
+"""The one ingest path every webhook shares: store in the inbox, enqueue, answer 2xx fast.
+
+No GitLab call and no long work here. Redis down: the row is stored and the sweep enqueues it.
+Database down: the delivery waits in a Redis list. Both down: 503, logged loudly.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from flask import Response, jsonify, request
+from redis.exceptions import RedisError
+from sqlalchemy.exc import SQLAlchemyError
+from werkzeug.exceptions import RequestEntityTooLarge
+
+from bot.ingress import inbox
+from bot.ingress.inbox import Delivery
+from bot.queueing import QueueUnavailable
+from webhooks.context import services_of
+from webhooks.metrics import ACK_SECONDS, DELIVERIES
+
+log = logging.getLogger(__name__)
+
+#: The job that processes one inbox row.
+PROCESS_JOB = "jobs.inbox.process"
+
+
+def read_body() -> bytes:
+    """The request body, never more than the configured limit (413 past it).
+
+    A declared Content-Length over the limit is refused by werkzeug before reading; a body
+    without one (chunked) is read from the server's stream to one byte past the limit.
+    """
+    limit = services_of().settings.max_body_bytes
+    if request.content_length is not None or "wsgi.input" not in request.environ:
+        return request.get_data(cache=False)
+    data: bytes = request.environ["wsgi.input"].read(limit + 1)
+    if len(data) > limit:
+        raise RequestEntityTooLarge()
+    return data
+
+
+def answer(source: str, outcome: str, started: float, status: int = 200) -> Response:
+    """A small JSON answer, counted and timed."""
+    DELIVERIES.labels(source, outcome).inc()
+    ACK_SECONDS.labels(source).observe(time.perf_counter() - started)
+    response = jsonify(status=outcome)
+    response.status_code = status
+    return response
+
+
+def refuse(source: str, outcome: str, started: float, status: int, detail: str) -> Response:
+    """A JSON refusal ({error, detail}), counted and timed."""
+    DELIVERIES.labels(source, outcome).inc()
+    ACK_SECONDS.labels(source).observe(time.perf_counter() - started)
+    response = jsonify(error=outcome, detail=detail)
+    response.status_code = status
+    return response
+
+
+def accept(delivery: Delivery, started: float) -> Response:
+    """Stores the delivery (or keeps it in Redis), enqueues its processing, answers 2xx."""
+    services = services_of()
+    extra = {"delivery_key": delivery.delivery_key, "source": delivery.source}
+    try:
+        stored = inbox.store(services.engine, delivery)
+    except SQLAlchemyError as db_error:
+        try:
+            inbox.push_fallback(services.redis, delivery)
+        except (RedisError, AttributeError) as redis_error:
+            log.critical(
+                "delivery lost: database (%s) and Redis (%s) are both down",
+                type(db_error).__name__,
+                type(redis_error).__name__,
+                extra=extra,
+            )
+            return refuse(delivery.source, "unavailable", started, 503, "try again later")
+        log.warning("database down: delivery kept in Redis until it is back", extra=extra)
+        return answer(delivery.source, "fallback", started, 202)
+    if stored.duplicate:
+        return answer(delivery.source, "duplicate", started)
+    if delivery.status != "received":
+        log.warning("delivery quarantined: %s", delivery.reason, extra=extra)
+        return answer(delivery.source, "quarantined", started)
+    assert stored.inbox_id is not None
+    try:
+        services.queue.enqueue(PROCESS_JOB, stored.inbox_id, job_id=f"inbox:{stored.inbox_id}")
+    except QueueUnavailable:
+        log.warning("queue down: the sweep will enqueue this delivery", extra=extra)
+    return answer(delivery.source, "accepted", started, 202)

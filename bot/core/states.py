@@ -120,6 +120,17 @@ AWAITING_APPROVAL: frozenset[BindingState] = frozenset({S.APPROVAL_SENDING, S.AP
 REVERTIBLE: frozenset[BindingState] = frozenset({S.MERGED, S.VALIDATED})
 
 
+#: Steps in which an operation waits for its MR's check pipeline (a pipeline event moves it).
+AWAITING_PIPELINE: frozenset[Step] = frozenset(
+    {
+        Step.CREATE_SUCCEEDED,
+        Step.CREATE_PIPELINE_PENDING,
+        Step.HANDLE_REBASING,
+        Step.HANDLE_PIPELINE_PENDING,
+    }
+)
+
+
 class WaitKind(StrEnum):
     """What bounds the time an in-flight state may last."""
 

@@ -1,0 +1,231 @@
+"""The approve component (DESIGN §8): one approve call, two implementations picked per call.
+
+`python-gitlab` calls `mr.approve(sha=...)`; `direct` POSTs `{sha, check_items}` itself, with the
+check items read from a configuration endpoint and cached per project. A 422 whose body lists
+`check_items` refreshes the cache, and the direct call is rebuilt from that list and sent once
+more at once. Both raise the same errors (`bot.gitlab.errors`) with GitLab's real status code,
+so `approve_once` treats 401/304/409 the same whichever implementation ran.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+from urllib.parse import quote
+
+from bot.approval.backoff import backoff
+from bot.gitlab.calls import get_any, post_json
+from bot.gitlab.client import Account, Project
+from bot.gitlab.errors import (
+    GitLabConflict,
+    GitLabError,
+    GitLabRefused,
+    GitLabUnavailable,
+    NotFound,
+    Unprocessable,
+    translating,
+)
+from bot.gitlab.reads import approved_by
+
+log = logging.getLogger(__name__)
+
+#: The configuration endpoint listing the check items an approve must acknowledge, under the
+#: GitLab API URL (our design's endpoint, not GitLab's); `{project}` is the URL-encoded id.
+DEFAULT_CHECK_ITEMS_PATH = "/projects/{project}/approval_check_items"
+
+
+class ApproveImpl(StrEnum):
+    """Which implementation of the approve call runs (a dynamic flag, read per call)."""
+
+    PYTHON_GITLAB = "python-gitlab"
+    DIRECT = "direct"
+
+
+def _items_from(body: Any) -> tuple[str, ...] | None:
+    """The check items a 422 body (or the configuration endpoint) lists; None when it lists none."""
+    items = body.get("check_items") if isinstance(body, dict) else body
+    if not isinstance(items, list) or not all(isinstance(item, str) for item in items):
+        return None
+    return tuple(items)
+
+
+class ApproveComponent:
+    """Approves an MR as one account, through the implementation named on each call."""
+
+    def __init__(self, check_items_path: str = DEFAULT_CHECK_ITEMS_PATH) -> None:
+        if not check_items_path.startswith("/"):
+            # a path under the GitLab API only: the account's token must not go to another host
+            raise ValueError("check_items_path must be an API path starting with '/'")
+        self.check_items_path = check_items_path
+        self._check_items: dict[str, tuple[str, ...]] = {}
+
+    def check_items(self, account: Account, project_id: int | str) -> tuple[str, ...]:
+        """The project's check items: cached, else read once from the configuration endpoint.
+
+        Fail-open: a failed read sends no items (not cached); a 422 then tells us the real list.
+        """
+        key = str(project_id)
+        cached = self._check_items.get(key)
+        if cached is not None:
+            return cached
+        path = self.check_items_path.format(project=quote(key, safe=""))
+        try:
+            items = _items_from(get_any(account.gl, path, what="read approval check items"))
+        except NotFound:
+            items = ()  # the endpoint is not there: nothing to acknowledge
+        except GitLabError as err:
+            log.warning(
+                "check items unreadable; approving without them",
+                extra={"project": key, "status_code": err.status_code},
+            )
+            return ()
+        self._check_items[key] = items or ()
+        return self._check_items[key]
+
+    def remember(self, project_id: int | str, items: tuple[str, ...]) -> None:
+        """Replaces the cached check items of a project (what a 422 said is now in effect)."""
+        self._check_items[str(project_id)] = items
+
+    def approve(
+        self,
+        account: Account,
+        project_id: int | str,
+        iid: int,
+        sha: str,
+        *,
+        impl: ApproveImpl | str = ApproveImpl.PYTHON_GITLAB,
+    ) -> None:
+        """Approves MR `iid` pinned to `sha` as `account`; raises our errors on any refusal."""
+        match ApproveImpl(impl):
+            case ApproveImpl.PYTHON_GITLAB:
+                self._approve_python_gitlab(account, project_id, iid, sha)
+            case ApproveImpl.DIRECT:
+                self._approve_direct(account, project_id, iid, sha)
+
+    def _approve_python_gitlab(
+        self, account: Account, project_id: int | str, iid: int, sha: str
+    ) -> None:
+        mr = account.gl.projects.get(project_id, lazy=True).mergerequests.get(iid, lazy=True)
+        try:
+            with translating(f"{account.label}: approve !{iid}", mutating=True):
+                mr.approve(sha=sha)
+        except Unprocessable as err:
+            items = _items_from(err.body)
+            if items is not None:
+                # this implementation cannot send them; keep them for the direct one
+                self.remember(project_id, items)
+            raise
+
+    def _approve_direct(self, account: Account, project_id: int | str, iid: int, sha: str) -> None:
+        path = f"/projects/{quote(str(project_id), safe='')}/merge_requests/{int(iid)}/approve"
+        what = f"{account.label}: approve !{iid} (direct)"
+        items = self.check_items(account, project_id)
+        try:
+            post_json(account.gl, path, what=what, data={"sha": sha, "check_items": list(items)})
+        except Unprocessable as err:
+            fresh = _items_from(err.body)
+            if fresh is None or fresh == items:
+                raise  # not about check items (or the same ones): sending again cannot help
+            # GitLab says which items are in effect now: rebuild from them and send once more
+            self.remember(project_id, fresh)
+            log.info(
+                "approve check items changed; retrying once",
+                extra={"project": str(project_id), "mr_iid": iid, "items": list(fresh)},
+            )
+            post_json(account.gl, path, what=what, data={"sha": sha, "check_items": list(fresh)})
+
+
+class ApproveOutcome(StrEnum):
+    """What one approve attempt by one account came to, and so what the caller does next."""
+
+    APPROVED = "approved"  # this attempt approved (or found its ambiguous refusal was a repeat)
+    ALREADY = "already"  # the account had approved before: nothing was sent
+    RETRY = "retry"  # not yet: schedule attempt + 1 after `retry_in` seconds
+    HEAD_MOVED = "head_moved"  # 409: the MR's head is not `sha` any more; re-check the new head
+    FAILED = "failed"  # refused for good, or out of attempts (approvals read once more first)
+
+
+@dataclass(frozen=True)
+class ApproveResult:
+    """The outcome of `approve_once`, with GitLab's status code and a short reason."""
+
+    outcome: ApproveOutcome
+    retry_in: float | None = None
+    status_code: int | None = None
+    reason: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """True when this account's approval is in place."""
+        return self.outcome in (ApproveOutcome.APPROVED, ApproveOutcome.ALREADY)
+
+
+#: Refusals worth another attempt: 401/304 may be a repeat; 422 may be check items (flag flip).
+_RETRYABLE_REFUSALS = frozenset({401, 304, 422})
+
+
+def _has_approved(account: Account, project: Project, iid: int) -> bool:
+    """Whether `account` is among the MR's approvers; fail-open: a failed read means "not yet"."""
+    try:
+        return account.username() in approved_by(project, iid)
+    except GitLabError as err:
+        log.warning(
+            "approvals unreadable; treated as not approved",
+            extra={"account": account.label, "mr_iid": iid, "status_code": err.status_code},
+        )
+        return False
+
+
+def approve_once(
+    account: Account,
+    project: Project | int | str,
+    iid: int,
+    sha: str,
+    attempt: int,
+    max_retries: int,
+    *,
+    component: ApproveComponent,
+    impl: ApproveImpl | str = ApproveImpl.PYTHON_GITLAB,
+) -> ApproveResult:
+    """One approve attempt (number `attempt`, from 0) by one account; never waits.
+
+    Reads first whether this account already approved (then nothing is sent). Attempts
+    0..max_retries are allowed; before the last one a failure asks for a RETRY after
+    backoff(attempt) (never sooner than GitLab's Retry-After). After the last failed attempt the
+    approvals are read once more: GitLab answers a repeat approve with 401 (older) or 304
+    (newer), the same 401 as "not allowed", so an approval found there counts as success.
+    """
+    project_id = project.id if isinstance(project, Project) else project
+    seen = account.project(project_id)
+    last = attempt >= max(0, max_retries)
+    extra = {"account": account.label, "project": str(project_id), "mr_iid": iid}
+    if _has_approved(account, seen, iid):
+        return ApproveResult(ApproveOutcome.ALREADY, reason="already approved by this account")
+    try:
+        component.approve(account, project_id, iid, sha, impl=impl)
+    except GitLabConflict as err:
+        return ApproveResult(
+            ApproveOutcome.HEAD_MOVED, status_code=err.status_code, reason=str(err)
+        )
+    except GitLabError as err:
+        code = err.status_code
+        final = last or (isinstance(err, GitLabRefused) and code not in _RETRYABLE_REFUSALS)
+        if not final:
+            delay = backoff(attempt)
+            if isinstance(err, GitLabUnavailable) and err.retry_after is not None:
+                delay = max(delay, err.retry_after)
+            log.info("approve failed; retry scheduled", extra={**extra, "status_code": code})
+            return ApproveResult(
+                ApproveOutcome.RETRY, retry_in=delay, status_code=code, reason=str(err)
+            )
+        # before calling it a failure: the refusal (or the lost answer) may hide a done approval
+        if _has_approved(account, seen, iid):
+            log.info("approve refused but approval present", extra={**extra, "status_code": code})
+            return ApproveResult(
+                ApproveOutcome.APPROVED, status_code=code, reason="approval found after the refusal"
+            )
+        log.warning("approve failed", extra={**extra, "status_code": code})
+        return ApproveResult(ApproveOutcome.FAILED, status_code=code, reason=str(err))
+    return ApproveResult(ApproveOutcome.APPROVED, reason="approved")

@@ -1,0 +1,115 @@
+"""The approval callback guard (DESIGN §6): only the owner, while it waits for approval, moves."""
+
+from __future__ import annotations
+
+from sqlalchemy.engine import Engine
+
+from bot.approval.callback import ApprovalCallback
+from bot.approval.decision import Decision
+from bot.core.events import Event, Source
+from bot.core.states import AWAITING_APPROVAL
+from bot.errors import Conflict, IllegalTransition, NotOwner, UnknownOperation
+from bot.store.fire import fire, load_current
+from bot.workflow.outcome import Outcome
+from bot.workflow.stale import record_stale
+
+_EVENTS = {
+    Decision.APPROVED: Event.APPROVED,
+    Decision.REJECTED: Event.REJECTED,
+    Decision.WITHDRAWN: Event.WITHDRAWN,
+}
+
+ACTOR = "approval-system"
+
+
+def on_approval(engine: Engine, callback: ApprovalCallback, attempts: int = 3) -> Outcome:
+    """Moves the owning operation by the decision, or records the callback as stale."""
+    event = _EVENTS.get(callback.decision)
+    op_id = callback.operation_id
+    if event is None:
+        return record_stale(
+            engine,
+            op_id,
+            Event.APPROVED,
+            f"decision {callback.decision} is not final",
+            source=Source.WEBHOOK,
+            correlation_id=callback.request_id,
+        )
+    for _ in range(attempts):
+        try:
+            with engine.connect() as conn:
+                current = load_current(conn, op_id)
+        except UnknownOperation:
+            return record_stale(
+                engine,
+                op_id,
+                event,
+                "unknown operation",
+                source=Source.WEBHOOK,
+                correlation_id=callback.request_id,
+            )
+        except NotOwner:
+            return record_stale(
+                engine,
+                op_id,
+                event,
+                "the operation was replaced by a re-apply",
+                source=Source.WEBHOOK,
+                correlation_id=callback.request_id,
+            )
+        state = current.state.value
+        if current.state not in AWAITING_APPROVAL:
+            return record_stale(
+                engine,
+                op_id,
+                event,
+                f"not waiting for approval ({state})",
+                source=Source.WEBHOOK,
+                state=state,
+                correlation_id=callback.request_id,
+            )
+        if current.flow != callback.flow:
+            return record_stale(
+                engine,
+                op_id,
+                event,
+                f"the payload's shape says {callback.flow}, the operation is {current.flow}",
+                source=Source.WEBHOOK,
+                state=state,
+                correlation_id=callback.request_id,
+            )
+        changes = (
+            {} if current.guard_values.get("approval_id") else {"approval_id": callback.approval_id}
+        )
+        try:
+            moved = fire(
+                engine,
+                op_id,
+                event,
+                current=current,
+                source=Source.WEBHOOK,
+                actor=ACTOR,
+                correlation_id=callback.request_id,
+                changes=changes,
+            )
+        except Conflict:
+            continue  # someone moved it meanwhile (our SENT write): read again
+        except IllegalTransition as exc:
+            return record_stale(
+                engine,
+                op_id,
+                event,
+                str(exc),
+                source=Source.WEBHOOK,
+                state=state,
+                correlation_id=callback.request_id,
+            )
+        return Outcome(op_id, moved=moved)
+    return record_stale(
+        engine,
+        op_id,
+        event,
+        f"still racing after {attempts} attempts",
+        source=Source.WEBHOOK,
+        correlation_id=callback.request_id,
+    )

@@ -1,0 +1,105 @@
+"""MR and MR-pipeline events: only the operation that owns the MR, waiting for it, moves."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from sqlalchemy import select
+from sqlalchemy.engine import Engine
+
+from bot.core.events import Event, Source
+from bot.core.states import AWAITING_PIPELINE, BindingState, Step
+from bot.errors import Conflict, IllegalTransition, NotOwner, UnknownOperation
+from bot.ingress.gitlab_events import MergeRequestEvent, PipelineEvent
+from bot.store.fire import Current, fire, load_current
+from bot.store.models import OPERATIONS
+from bot.workflow.lookup import owner_of_mr
+from bot.workflow.outcome import Outcome
+from bot.workflow.signals import on_target_pipeline
+from bot.workflow.stale import record_stale
+
+_PIPELINE_EVENTS = {"success": Event.PIPELINE_PASSED, "failed": Event.PIPELINE_FAILED}
+_WAITING_FOR_PIPELINE = {BindingState.MR_CREATING, BindingState.MERGING}
+
+
+def on_pipeline(engine: Engine, ev: PipelineEvent, correlation_id: str) -> Outcome:
+    """Passes or fails the owner's wait for its MR pipeline; other pipelines may validate."""
+    if ev.mr_iid is None:
+        return on_target_pipeline(engine, ev, correlation_id)
+    event = _PIPELINE_EVENTS.get(ev.status)
+    if event is None:
+        return Outcome(None, stale=f"pipeline {ev.status} is not final")
+    with engine.connect() as conn:
+        op_id = owner_of_mr(conn, ev.project_id, ev.mr_iid)
+        if op_id is None:
+            return Outcome(None, stale="no operation owns this MR")
+        head = conn.execute(
+            select(OPERATIONS.c.head_sha).where(OPERATIONS.c.id == op_id)
+        ).scalar_one_or_none()
+        try:
+            current = load_current(conn, op_id)
+        except (UnknownOperation, NotOwner) as exc:
+            return Outcome(op_id, stale=type(exc).__name__)
+    step = Step(current.guard_values["step"])
+    waiting = current.state in _WAITING_FOR_PIPELINE and step in AWAITING_PIPELINE
+    if not waiting:
+        return record_stale(
+            engine,
+            op_id,
+            event,
+            f"not waiting for a pipeline ({step.name})",
+            source=Source.WEBHOOK,
+            state=current.state.value,
+            correlation_id=correlation_id,
+        )
+    if head is not None and head != ev.sha:
+        return record_stale(
+            engine,
+            op_id,
+            event,
+            "the pipeline ran on an older commit",
+            source=Source.WEBHOOK,
+            state=current.state.value,
+            correlation_id=correlation_id,
+        )
+    return _fire(engine, op_id, event, correlation_id, current=current)
+
+
+def on_merge_request(engine: Engine, ev: MergeRequestEvent, correlation_id: str) -> Outcome:
+    """Merged (by us or by a person) or closed: the owner of the MR follows."""
+    event = {"merge": Event.MERGED, "close": Event.MR_CLOSED}.get(ev.action)
+    if event is None:
+        return Outcome(None, stale=f"MR action {ev.action} changes nothing")
+    with engine.connect() as conn:
+        op_id = owner_of_mr(conn, ev.project_id, ev.iid)
+    if op_id is None:
+        return Outcome(None, stale="no operation owns this MR")
+    changes = {"merge_commit_sha": ev.merge_commit_sha} if event is Event.MERGED else {}
+    return _fire(engine, op_id, event, correlation_id, changes=changes)
+
+
+def _fire(
+    engine: Engine,
+    op_id: str,
+    event: Event,
+    correlation_id: str,
+    *,
+    current: Current | None = None,
+    changes: Mapping[str, object] | None = None,
+) -> Outcome:
+    try:
+        moved = fire(
+            engine,
+            op_id,
+            event,
+            source=Source.WEBHOOK,
+            actor="gitlab",
+            correlation_id=correlation_id,
+            changes=changes,
+            current=current,
+        )
+    except (IllegalTransition, Conflict, NotOwner, UnknownOperation) as exc:
+        return record_stale(
+            engine, op_id, event, str(exc), source=Source.WEBHOOK, correlation_id=correlation_id
+        )
+    return Outcome(op_id, moved=moved)

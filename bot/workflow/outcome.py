@@ -1,0 +1,21 @@
+"""What handling one event did: moved an operation, or was stale (and why)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bot.store.fire import FireResult
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """An event's effect: the transition it made, or the reason it changed nothing."""
+
+    operation_id: str | None
+    moved: FireResult | None = None
+    stale: str | None = None
+
+    @property
+    def drive(self) -> bool:
+        """True when the operation moved and its next step should run."""
+        return self.moved is not None

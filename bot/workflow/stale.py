@@ -1,0 +1,59 @@
+"""Stale events: acknowledged, written to the audit log with the reason, counted, ignored."""
+
+from __future__ import annotations
+
+import logging
+
+from prometheus_client import Counter
+from sqlalchemy import insert
+from sqlalchemy.engine import Engine
+
+from bot.core.events import Event, Source
+from bot.store.models import AUDIT, utcnow
+from bot.workflow.outcome import Outcome
+
+log = logging.getLogger(__name__)
+
+STALE_EVENTS = Counter(
+    "gitops_stale_events_total",
+    "Events that found no owner waiting for them (late, duplicate, replayed), by source.",
+    ["source"],
+)
+
+
+def record_stale(
+    engine: Engine,
+    operation_id: str | None,
+    event: Event,
+    reason: str,
+    *,
+    source: Source,
+    state: str | None = None,
+    correlation_id: str | None = None,
+) -> Outcome:
+    """Writes the audit row (version 0: nothing changed) and counts the stale event."""
+    STALE_EVENTS.labels(source.value).inc()
+    log.info(
+        "stale %s ignored: %s",
+        event.value,
+        reason,
+        extra={"operation_id": operation_id, "correlation_id": correlation_id},
+    )
+    if operation_id is not None:
+        with engine.begin() as conn:
+            conn.execute(
+                insert(AUDIT).values(
+                    operation_id=operation_id[:36],
+                    from_state=state,
+                    to_state=state or "-",
+                    event=event.value,
+                    step=0,
+                    version=0,
+                    source=source.value,
+                    actor=None,
+                    correlation_id=correlation_id,
+                    detail=f"stale: {reason}"[:2000],
+                    created_at=utcnow(),
+                )
+            )
+    return Outcome(operation_id, stale=reason)

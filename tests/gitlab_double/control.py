@@ -1,0 +1,135 @@
+"""Control methods of the double (a mixin): what people and GitLab itself do, on demand."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from . import mr_ops, notes, repo
+from .model import PIPELINE_STATUSES, Deployment, Note, Pipeline
+from .seeding import ProjectRef, SeedingMixin, UserRef
+
+
+class ControlMixin(SeedingMixin):
+    """People's actions, GitLab's own moves, and state peeks; all under the double's lock."""
+
+    def add_note(
+        self, project: ProjectRef, iid: int, author: UserRef, body: str, *, system: bool = False
+    ) -> Note:
+        """A person (or GitLab, with `system`) comments on the MR; queues the Note Hook."""
+        with self.lock:
+            p = self._p(project)
+            return notes.add_note(
+                self.state, p, self.state.mr(p, iid), self._u(author), body, system
+            )
+
+    def edit_note(self, project: ProjectRef, iid: int, note_id: int, body: str) -> None:
+        """The note's author edits it; queues the Note Hook with `action: update`."""
+        with self.lock:
+            p = self._p(project)
+            mr = self.state.mr(p, iid)
+            notes.edit_note(self.state, p, mr, mr.notes[note_id], body)
+
+    def approve_as(self, project: ProjectRef, iid: int, user: UserRef) -> None:
+        """A person approves (raises ApiError where the API would refuse)."""
+        with self.lock:
+            p = self._p(project)
+            mr_ops.approve(
+                self.state, p, self.state.mr(p, iid), self._u(user), check_items=p.check_items
+            )
+
+    def disable_hook(
+        self, project: ProjectRef, hook_id: int, *, until: datetime | None = None
+    ) -> None:
+        """GitLab auto-disabling: until a time (`temporarily_disabled`) or for good (`disabled`)."""
+        with self.lock:
+            hook = self._p(project).hooks[hook_id]
+            hook.alert_status = "temporarily_disabled" if until else "disabled"
+            hook.disabled_until = until
+
+    def enable_hook(self, project: ProjectRef, hook_id: int) -> None:
+        """Re-enables a hook (as a successful test delivery does in GitLab)."""
+        with self.lock:
+            hook = self._p(project).hooks[hook_id]
+            hook.alert_status, hook.disabled_until = "executable", None
+
+    def deploy(
+        self,
+        project: ProjectRef,
+        *,
+        environment: str = "production",
+        status: str = "success",
+        sha: str | None = None,
+        user: UserRef = "root",
+    ) -> Deployment:
+        """Records a deployment (default: the default branch head); queues the Deployment Hook."""
+        with self.lock:
+            p = self._p(project)
+            actor = self._u(user)
+            head = sha or p.branches[p.default_branch]
+            deployment = Deployment(
+                self.state.next_id("deployment", 20),
+                p.id,
+                environment,
+                status,
+                head,
+                p.default_branch,
+                actor.id,
+                self.state.next_id("job", 900),
+                self.state.clock(),
+            )
+            p.deployments[deployment.id] = deployment
+            self.state.emit(p, "deployment", deployment=deployment, actor=actor)
+            return deployment
+
+    def set_pipeline(self, project: ProjectRef, pipeline_id: int, status: str) -> None:
+        """Moves a pipeline to `status` (success, failed, running, canceled, ...)."""
+        if status not in PIPELINE_STATUSES:
+            raise ValueError(f"unknown pipeline status {status!r}")
+        with self.lock:
+            p = self._p(project)
+            self.state.set_pipeline_status(p, p.pipelines[pipeline_id], status)
+
+    def latest_pipeline(self, project: ProjectRef, iid: int) -> Pipeline | None:
+        """The MR's head pipeline (newest for its head sha)."""
+        with self.lock:
+            p = self._p(project)
+            return self.state.head_pipeline(p, self.state.mr(p, iid))
+
+    def set_merge_status(self, project: ProjectRef, iid: int, status: str | None) -> None:
+        """Forces `detailed_merge_status` (e.g. `checking`, `approvals_syncing`); None clears."""
+        with self.lock:
+            p = self._p(project)
+            self.state.mr(p, iid).forced_status = status
+
+    def set_conflict(self, project: ProjectRef, iid: int, conflict: bool = True) -> None:
+        """Forces a conflict on (or off) regardless of file contents."""
+        with self.lock:
+            p = self._p(project)
+            self.state.mr(p, iid).forced_conflict = conflict
+
+    def plan_rebase(self, project: ProjectRef, iid: int, ok: bool) -> None:
+        """The outcome the next automatic (or `ok=None`) rebase completion will have."""
+        with self.lock:
+            p = self._p(project)
+            self.state.mr(p, iid).rebase_outcome = ok
+
+    def complete_rebase(
+        self, project: ProjectRef, iid: int, ok: bool | None = None, error: str | None = None
+    ) -> None:
+        """Finishes the queued rebase: ok moves the branch; failure sets `merge_error`."""
+        with self.lock:
+            p = self._p(project)
+            mr_ops.complete_rebase(self.state, p, self.state.mr(p, iid), ok, error)
+
+    def file(self, project: ProjectRef, path: str, ref: str | None = None) -> str | None:
+        """A file's content on a branch (default branch by default), or None."""
+        with self.lock:
+            p = self._p(project)
+            sha = p.branches.get(ref or p.default_branch, ref or "")
+            commit = self.state.commits.get(sha)
+            return commit.tree.get(path) if commit else None
+
+    def is_ancestor(self, ancestor: str, sha: str) -> bool:
+        """Whether commit `ancestor` is in the history of `sha`."""
+        with self.lock:
+            return repo.is_ancestor(self.state.commits, ancestor, sha)

@@ -1,0 +1,178 @@
+"""`GitLabDouble`: an in-memory GitLab speaking a REST v4 subset, for every test tier.
+
+In-process through `responses` (`mount` / `mocked`), or as a real local server (`serve`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from datetime import UTC, datetime
+
+import responses
+
+from . import server
+from .app import DoubleApp
+from .deliveries import WebhookMixin
+from .faults import Call, FaultPlan, FaultRule, FaultStatus, select
+from .model import MergeRequest, Project, User
+from .seeding import ProjectRef
+from .state import State
+
+
+class GitLabDouble(WebhookMixin):
+    """A stateful fake GitLab: seed it, point a client at it, steer it, inspect it."""
+
+    def __init__(
+        self,
+        web_url: str = "https://gitlab.example.com",
+        *,
+        mode: str = "new",
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        self.lock = threading.RLock()
+        self.state = State(web_url, clock or (lambda: datetime.now(UTC)))
+        self.state.mode = mode
+        self.faults = FaultPlan()
+        self.calls: list[Call] = []
+        self.app = DoubleApp(self.state, self.lock, self.faults, self.calls, threading.Event())
+
+    # -- settings --------------------------------------------------------------------------
+
+    @property
+    def mode(self) -> str:
+        """ "old" (401 on a repeat approve, 406 on conflict) or "new" (304, 422)."""
+        return self.state.mode
+
+    @mode.setter
+    def mode(self, value: str) -> None:
+        if value not in {"old", "new"}:
+            raise ValueError("mode is 'old' or 'new'")
+        self.state.mode = value
+
+    @property
+    def new_pipeline_status(self) -> str:
+        """The status new pipelines start in ("running"; "success" to auto-pass)."""
+        return self.state.new_pipeline_status
+
+    @new_pipeline_status.setter
+    def new_pipeline_status(self, value: str) -> None:
+        self.state.new_pipeline_status = value
+
+    @property
+    def rebase_auto_after(self) -> int | None:
+        """Reads of an MR that see a rebase in progress before it completes (None: never)."""
+        return self.state.rebase_auto_after
+
+    @rebase_auto_after.setter
+    def rebase_auto_after(self, value: int | None) -> None:
+        self.state.rebase_auto_after = value
+
+    @property
+    def hang_seconds(self) -> float:
+        """How long a real-server "timeout" fault holds its answer (at most 30 s)."""
+        return self.app.hang_seconds
+
+    @hang_seconds.setter
+    def hang_seconds(self, value: float) -> None:
+        self.app.hang_seconds = value
+
+    # -- transports ------------------------------------------------------------------------
+
+    def mount(
+        self, mock: responses.RequestsMock, base_url: str = "https://gitlab.example.com"
+    ) -> None:
+        """Routes every call under `{base_url}/api/v4/` on this `responses` mock to the double.
+
+        One callback per method is registered: use `assert_all_requests_are_fired=False`
+        (or `mocked()`), since a test rarely uses every method."""
+        server.mount(self.app, mock, base_url)
+
+    @contextmanager
+    def mocked(
+        self, base_url: str = "https://gitlab.example.com"
+    ) -> Iterator[responses.RequestsMock]:
+        """A `responses` mock with the double mounted (unfired methods are not an error)."""
+        with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
+            self.mount(mock, base_url)
+            yield mock
+
+    def serve(self, host: str = "127.0.0.1") -> AbstractContextManager[str]:
+        """Runs the double as a threaded HTTP server on a free port; yields its base URL."""
+        return server.serve(self.app, host)
+
+    # -- faults and calls ------------------------------------------------------------------
+
+    def fail_next(
+        self,
+        n: int = 1,
+        status: FaultStatus = 500,
+        *,
+        methods: str | Iterable[str] | None = None,
+        path_contains: str | None = None,
+        retry_after: float | None = None,
+        apply: bool = True,
+    ) -> FaultRule:
+        """The next `n` matching calls answer `status`; "timeout" applies (unless `apply=False`)
+        the call, then raises ReadTimeout (responses) or hangs (server)."""
+        with self.lock:
+            return self.faults.add(n, status, methods, path_contains, retry_after, apply)
+
+    def calls_matching(
+        self,
+        method: str | None = None,
+        path_contains: str | None = None,
+        *,
+        path_endswith: str | None = None,
+        status: int | None = None,
+    ) -> list[Call]:
+        """Recorded calls matching every filter (paths decoded, after `/api/v4`)."""
+        with self.lock:
+            return select(list(self.calls), method, path_contains, path_endswith, status)
+
+    def count(
+        self,
+        method: str | None = None,
+        path_contains: str | None = None,
+        *,
+        path_endswith: str | None = None,
+        status: int | None = None,
+    ) -> int:
+        """How many recorded calls match (note "/merge" also matches "/merge_requests")."""
+        return len(
+            self.calls_matching(method, path_contains, path_endswith=path_endswith, status=status)
+        )
+
+    def clear_calls(self) -> None:
+        """Forgets the recorded calls."""
+        with self.lock:
+            self.calls.clear()
+
+    # -- inspection ------------------------------------------------------------------------
+
+    def project(self, project: ProjectRef) -> Project:
+        """A project (live object: read it, don't mutate it)."""
+        with self.lock:
+            return self._p(project)
+
+    def user(self, username: str) -> User:
+        """A user by username."""
+        with self.lock:
+            return self.state.user_named(username)
+
+    def mr(self, project: ProjectRef, iid: int) -> MergeRequest:
+        """A merge request (live object: read it, don't mutate it)."""
+        with self.lock:
+            return self.state.mr(self._p(project), iid)
+
+    def detailed_merge_status(self, project: ProjectRef, iid: int) -> str:
+        """What the API would answer as `detailed_merge_status` now."""
+        with self.lock:
+            p = self._p(project)
+            return self.state.detailed_status(p, self.state.mr(p, iid))
+
+    def branch_head(self, project: ProjectRef, branch: str) -> str | None:
+        """The sha a branch points at, or None when it does not exist."""
+        with self.lock:
+            return self._p(project).branches.get(branch)

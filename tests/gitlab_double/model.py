@@ -1,0 +1,220 @@
+"""The double's data: users, projects, commits, merge requests, pipelines, notes, hooks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import IntEnum
+
+
+class Access(IntEnum):
+    """GitLab's project access levels."""
+
+    NONE = 0
+    GUEST = 10
+    REPORTER = 20
+    DEVELOPER = 30
+    MAINTAINER = 40
+    OWNER = 50
+
+
+#: Pipeline statuses that still block a merge (`ci_still_running`).
+RUNNING_STATUSES = frozenset(
+    {"created", "waiting_for_resource", "preparing", "pending", "running", "scheduled"}
+)
+#: Every status `set_pipeline` accepts.
+PIPELINE_STATUSES = RUNNING_STATUSES | {"success", "failed", "canceled", "skipped", "manual"}
+#: Hook event flags GitLab stores on a project hook, with their defaults.
+HOOK_FLAGS: dict[str, bool] = {
+    "push_events": True,
+    "tag_push_events": False,
+    "merge_requests_events": False,
+    "pipeline_events": False,
+    "note_events": False,
+    "confidential_note_events": False,
+    "job_events": False,
+    "deployment_events": False,
+    "releases_events": False,
+    "issues_events": False,
+    "wiki_page_events": False,
+}
+
+
+@dataclass
+class User:
+    """A GitLab account, found by its token."""
+
+    id: int
+    username: str
+    name: str
+    token: str | None
+
+
+@dataclass
+class Commit:
+    """A commit with the full tree it points at (path -> content); never mutated."""
+
+    sha: str
+    parents: tuple[str, ...]
+    tree: dict[str, str]
+    message: str
+    author_id: int
+    created_at: datetime
+    seq: int
+
+    @property
+    def title(self) -> str:
+        """The first line of the message."""
+        return self.message.split("\n", 1)[0]
+
+
+@dataclass
+class Pipeline:
+    """A pipeline, for an MR (`mr_iid`) or a branch."""
+
+    id: int
+    iid: int
+    project_id: int
+    sha: str
+    before_sha: str
+    ref: str
+    status: str
+    source: str
+    user_id: int
+    created_at: datetime
+    updated_at: datetime
+    mr_iid: int | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+@dataclass
+class Award:
+    """An award emoji on a note."""
+
+    id: int
+    name: str
+    user_id: int
+    note_id: int
+    created_at: datetime
+
+
+@dataclass
+class Note:
+    """A comment (or system note) on a merge request."""
+
+    id: int
+    body: str
+    author_id: int
+    mr_iid: int
+    created_at: datetime
+    updated_at: datetime
+    system: bool = False
+    awards: list[Award] = field(default_factory=list)
+
+
+@dataclass
+class Hook:
+    """A project webhook; `alert_status` and `disabled_until` follow GitLab's auto-disabling."""
+
+    id: int
+    project_id: int
+    url: str
+    token: str | None
+    flags: dict[str, bool]
+    enable_ssl_verification: bool
+    created_at: datetime
+    alert_status: str = "executable"
+    disabled_until: datetime | None = None
+
+
+@dataclass
+class Deployment:
+    """A deployment of a commit to an environment."""
+
+    id: int
+    project_id: int
+    environment: str
+    status: str
+    sha: str
+    ref: str
+    user_id: int
+    deployable_id: int
+    created_at: datetime
+
+
+@dataclass
+class MergeRequest:
+    """A merge request; `sha` follows its source branch head while open."""
+
+    id: int
+    iid: int
+    project_id: int
+    source_project_id: int
+    source_branch: str
+    target_branch: str
+    title: str
+    description: str
+    author_id: int
+    sha: str
+    created_at: datetime
+    updated_at: datetime
+    labels: list[str] = field(default_factory=list)
+    state: str = "opened"
+    remove_source_branch: bool = False
+    approvals: list[int] = field(default_factory=list)
+    merge_commit_sha: str | None = None
+    merged_by_id: int | None = None
+    merged_at: datetime | None = None
+    closed_by_id: int | None = None
+    closed_at: datetime | None = None
+    merge_error: str | None = None
+    rebase_in_progress: bool = False
+    rebase_reads: int = 0
+    rebase_outcome: bool | None = None
+    rebase_failed: bool = False
+    forced_status: str | None = None
+    forced_conflict: bool = False
+    notes: dict[int, Note] = field(default_factory=dict)
+
+    @property
+    def draft(self) -> bool:
+        """GitLab's draft detection from the title prefix."""
+        lowered = self.title.lower()
+        return lowered.startswith(("draft:", "[draft]", "(draft)", "draft -", "wip:", "[wip]"))
+
+
+@dataclass
+class Project:
+    """A project and its repository refs, MRs, pipelines, hooks and settings."""
+
+    id: int
+    path: str
+    default_branch: str
+    created_at: datetime
+    branches: dict[str, str] = field(default_factory=dict)
+    members: dict[int, int] = field(default_factory=dict)
+    required_approvals: int = 0
+    merge_method: str = "merge"
+    pipelines_enabled: bool = True
+    pipeline_must_succeed: bool = True
+    reset_approvals_on_push: bool = False
+    denied_approvers: set[int] = field(default_factory=set)
+    check_items: list[str] | None = None
+    mrs: dict[int, MergeRequest] = field(default_factory=dict)
+    pipelines: dict[int, Pipeline] = field(default_factory=dict)
+    hooks: dict[int, Hook] = field(default_factory=dict)
+    deployments: dict[int, Deployment] = field(default_factory=dict)
+    labels: dict[str, int] = field(default_factory=dict)
+    next_mr_iid: int = 1
+    next_pipeline_iid: int = 1
+
+    @property
+    def name(self) -> str:
+        """The last path segment."""
+        return self.path.rsplit("/", 1)[-1]
+
+    @property
+    def namespace(self) -> str:
+        """Everything before the last path segment."""
+        return self.path.rsplit("/", 1)[0] if "/" in self.path else ""

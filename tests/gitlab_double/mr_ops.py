@@ -1,0 +1,250 @@
+"""Merge request operations shared by the REST routes and the test control methods.
+
+Each raises `ApiError` with GitLab's answer when GitLab would refuse.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from . import repo
+from .errors import ApiError, forbidden, not_found, unauthorized
+from .model import Access, MergeRequest, Project, User
+
+if TYPE_CHECKING:
+    from .state import State
+
+REBASE_FAILED = "Rebase failed: Rebase locally, resolve all conflicts, then push the branch."
+
+
+def open_mr(
+    state: State,
+    project: Project,
+    author: User,
+    *,
+    source_branch: str,
+    target_branch: str,
+    title: str,
+    description: str = "",
+    labels: Iterable[str] = (),
+    remove_source_branch: bool = False,
+    source_project: Project | None = None,
+) -> MergeRequest:
+    """Opens an MR (and its first pipeline); 409/422 like GitLab for duplicates and bad refs."""
+    source = source_project or project
+    if source_branch not in source.branches:
+        raise ApiError(422, [f'Source branch "{source_branch}" does not exist'])
+    if target_branch not in project.branches:
+        raise ApiError(422, [f'Target branch "{target_branch}" does not exist'])
+    if source is project and source_branch == target_branch:
+        raise ApiError(422, ["You can't use same project/branch for source and target"])
+    for other in project.mrs.values():
+        if (
+            other.state == "opened"
+            and other.source_project_id == source.id
+            and other.source_branch == source_branch
+            and other.target_branch == target_branch
+        ):
+            message = (
+                f"Another open merge request already exists for this source branch: !{other.iid}"
+            )
+            raise ApiError(409, [message])
+    now = state.clock()
+    mr = MergeRequest(
+        id=state.next_id("mr", 500),
+        iid=project.next_mr_iid,
+        project_id=project.id,
+        source_project_id=source.id,
+        source_branch=source_branch,
+        target_branch=target_branch,
+        title=title,
+        description=description,
+        author_id=author.id,
+        sha=source.branches[source_branch],
+        created_at=now,
+        updated_at=now,
+        labels=list(dict.fromkeys(labels)),
+        remove_source_branch=remove_source_branch,
+    )
+    project.next_mr_iid += 1
+    project.mrs[mr.iid] = mr
+    state.emit(project, "merge_request", mr=mr, actor=author, action="open")
+    state.create_pipeline(project, mr, author)
+    return mr
+
+
+def update_mr(
+    state: State, project: Project, mr: MergeRequest, actor: User, params: dict[str, Any]
+) -> None:
+    """PUT /merge_requests/:iid: labels, title, description, state_event, branch options."""
+    if actor.id != mr.author_id and state.access(project, actor.id) < Access.DEVELOPER:
+        raise forbidden()
+    before = list(mr.labels)
+    if params.get("labels") is not None:
+        mr.labels = list(dict.fromkeys(params["labels"]))
+    for label in params.get("add_labels") or []:
+        if label not in mr.labels:
+            mr.labels.append(label)
+    removed = set(params.get("remove_labels") or [])
+    mr.labels = [label for label in mr.labels if label not in removed]
+    for name in ("title", "description", "target_branch"):
+        if params.get(name) is not None:
+            setattr(mr, name, str(params[name]))
+    if params.get("remove_source_branch") is not None:
+        mr.remove_source_branch = bool(params["remove_source_branch"])
+    action = "update"
+    event = params.get("state_event")
+    if event == "close" and mr.state == "opened":
+        mr.state, mr.closed_at, mr.closed_by_id, action = "closed", state.clock(), actor.id, "close"
+    elif event == "reopen" and mr.state == "closed":
+        mr.state, mr.closed_at, mr.closed_by_id, action = "opened", None, None, "reopen"
+    mr.updated_at = state.clock()
+    changes: dict[str, Any] = {}
+    if before != mr.labels:
+        changes["labels"] = {"previous": before, "current": list(mr.labels)}
+    state.emit(project, "merge_request", mr=mr, actor=actor, action=action, changes=changes)
+
+
+def approve(
+    state: State,
+    project: Project,
+    mr: MergeRequest,
+    actor: User,
+    *,
+    sha: str | None = None,
+    check_items: Any = None,
+) -> None:
+    """POST /approve: 401 not allowed, 409 stale sha, 422 check items, 401/304 on a repeat."""
+    allowed = (
+        mr.state == "opened"
+        and state.access(project, actor.id) >= Access.DEVELOPER
+        and actor.id not in project.denied_approvers
+    )
+    if not allowed:
+        raise unauthorized()
+    if sha is not None and sha != mr.sha:
+        raise ApiError(409, f"SHA does not match HEAD of source branch: {mr.sha}")
+    if project.check_items is not None and check_items != project.check_items:
+        raise ApiError(
+            422,
+            "Approval requires confirming the current check items",
+            check_items=list(project.check_items),
+        )
+    if actor.id in mr.approvals:
+        # Older GitLab refuses a repeat as "not allowed" (401); newer answers 304.
+        raise unauthorized() if state.mode == "old" else ApiError(304, None)
+    mr.approvals.append(actor.id)
+    mr.updated_at = state.clock()
+    state.emit(project, "merge_request", mr=mr, actor=actor, action="approval")
+    if len(mr.approvals) >= project.required_approvals:
+        state.emit(project, "merge_request", mr=mr, actor=actor, action="approved")
+
+
+def unapprove(state: State, project: Project, mr: MergeRequest, actor: User) -> None:
+    """POST /unapprove: 404 when this user had not approved."""
+    if actor.id not in mr.approvals:
+        raise not_found("Not Found")
+    was_approved = len(mr.approvals) >= project.required_approvals
+    mr.approvals.remove(actor.id)
+    state.emit(project, "merge_request", mr=mr, actor=actor, action="unapproval")
+    if was_approved and len(mr.approvals) < project.required_approvals:
+        state.emit(project, "merge_request", mr=mr, actor=actor, action="unapproved")
+
+
+def merge(
+    state: State,
+    project: Project,
+    mr: MergeRequest,
+    actor: User,
+    *,
+    sha: str | None = None,
+    remove_source_branch: bool | None = None,
+    message: str | None = None,
+) -> None:
+    """PUT /merge: 401, 405 not mergeable, 406/422 conflict, 422 need_rebase, 409 stale sha."""
+    if state.access(project, actor.id) < Access.DEVELOPER:
+        raise unauthorized()
+    status = state.detailed_status(project, mr)
+    if status == "conflict":
+        raise ApiError(406 if state.mode == "old" else 422, "Branch cannot be merged")
+    if status == "need_rebase":
+        raise ApiError(422, "Branch cannot be merged")
+    if status != "mergeable":
+        raise ApiError(405, "405 Method Not Allowed")
+    if sha is not None and sha != mr.sha:
+        raise ApiError(409, "SHA does not match HEAD of source branch")
+    target = project.branches[mr.target_branch]
+    if project.merge_method == "ff":
+        # A fast-forward creates no merge commit: GitLab leaves merge_commit_sha null.
+        new_head = mr.sha
+    else:
+        default = (
+            f"Merge branch '{mr.source_branch}' into '{mr.target_branch}'\n\n{mr.title}\n\n"
+            f"See merge request {project.path}!{mr.iid}"
+        )
+        tree = repo.combined_tree(state.commits, mr.sha, target)
+        commit = state.make_commit((target, mr.sha), tree, message or default, actor.id)
+        new_head = mr.merge_commit_sha = commit.sha
+    mr.state = "merged"
+    mr.merged_by_id = actor.id
+    mr.merged_at = mr.updated_at = state.clock()
+    state.move_branch(project, mr.target_branch, new_head, actor)
+    remove = mr.remove_source_branch if remove_source_branch is None else remove_source_branch
+    if remove:
+        state.projects[mr.source_project_id].branches.pop(mr.source_branch, None)
+    state.emit(project, "merge_request", mr=mr, actor=actor, action="merge")
+
+
+def start_rebase(state: State, project: Project, mr: MergeRequest, actor: User) -> None:
+    """PUT /rebase: queues a rebase (it completes when the test or the read counter says)."""
+    if actor.id != mr.author_id and state.access(project, actor.id) < Access.DEVELOPER:
+        raise forbidden()
+    if mr.state != "opened":
+        raise forbidden()
+    if mr.rebase_in_progress:
+        raise ApiError(409, "Rebase in progress")
+    mr.rebase_in_progress = True
+    mr.rebase_reads = 0
+    mr.merge_error = None
+
+
+def complete_rebase(
+    state: State,
+    project: Project,
+    mr: MergeRequest,
+    ok: bool | None = None,
+    error: str | None = None,
+) -> None:
+    """Finishes a queued rebase: success moves the source branch; failure sets merge_error.
+
+    `ok=None` uses the planned outcome, else fails exactly when the files conflict.
+    """
+    if not mr.rebase_in_progress:
+        raise RuntimeError(f"no rebase in progress on !{mr.iid}")
+    mr.rebase_in_progress = False
+    target = project.branches[mr.target_branch]
+    outcome = ok if ok is not None else mr.rebase_outcome
+    mr.rebase_outcome = None
+    if outcome is None:
+        outcome = not (mr.forced_conflict or repo.conflicting_paths(state.commits, mr.sha, target))
+    if not outcome:
+        mr.rebase_failed = True
+        mr.merge_error = error or REBASE_FAILED
+        return
+    if repo.is_ancestor(state.commits, target, mr.sha):
+        return
+    head = state.commits[mr.sha]
+    tree = repo.combined_tree(state.commits, mr.sha, target)
+    commit = state.make_commit((target,), tree, head.message, head.author_id)
+    source = state.projects[mr.source_project_id]
+    state.move_branch(source, mr.source_branch, commit.sha, state.users[mr.author_id])
+
+
+def count_read(state: State, project: Project, mr: MergeRequest) -> None:
+    """A read of the MR; a queued rebase completes once `rebase_auto_after` reads saw it."""
+    if not mr.rebase_in_progress or state.rebase_auto_after is None:
+        return
+    mr.rebase_reads += 1
+    if mr.rebase_reads > state.rebase_auto_after:
+        complete_rebase(state, project, mr)

@@ -1,0 +1,108 @@
+"""A tiny git: commits hold whole trees; ancestry, merge bases, diffs and conflicts over them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .errors import bad_request
+from .model import Commit
+
+
+def ancestors(commits: Mapping[str, Commit], sha: str) -> set[str]:
+    """Every commit reachable from `sha`, itself included."""
+    seen: set[str] = set()
+    stack = [sha]
+    while stack:
+        current = stack.pop()
+        if current in seen or current not in commits:
+            continue
+        seen.add(current)
+        stack.extend(commits[current].parents)
+    return seen
+
+
+def is_ancestor(commits: Mapping[str, Commit], maybe_ancestor: str, sha: str) -> bool:
+    """Whether `maybe_ancestor` is reachable from `sha` (a commit is its own ancestor)."""
+    return maybe_ancestor in ancestors(commits, sha)
+
+
+def merge_base(commits: Mapping[str, Commit], a: str, b: str) -> str | None:
+    """The newest common ancestor of two commits, or None for unrelated histories."""
+    common = ancestors(commits, a) & ancestors(commits, b)
+    if not common:
+        return None
+    return max(common, key=lambda sha: commits[sha].seq)
+
+
+def diff(base: Mapping[str, str], head: Mapping[str, str]) -> dict[str, str | None]:
+    """Paths changed from `base` to `head`: new content, or None when deleted."""
+    changed: dict[str, str | None] = {}
+    for path in base.keys() | head.keys():
+        if base.get(path) != head.get(path):
+            changed[path] = head.get(path)
+    return changed
+
+
+def _changes_since_base(
+    commits: Mapping[str, Commit], source: str, target: str
+) -> tuple[dict[str, str | None], dict[str, str | None]]:
+    """What each side changed since their merge base: (source side, target side)."""
+    base = merge_base(commits, source, target)
+    base_tree = commits[base].tree if base else {}
+    return diff(base_tree, commits[source].tree), diff(base_tree, commits[target].tree)
+
+
+def conflicting_paths(commits: Mapping[str, Commit], source: str, target: str) -> list[str]:
+    """Paths both sides changed differently since their merge base."""
+    ours, theirs = _changes_since_base(commits, source, target)
+    return sorted(path for path in ours.keys() & theirs.keys() if ours[path] != theirs[path])
+
+
+def combined_tree(commits: Mapping[str, Commit], source: str, target: str) -> dict[str, str]:
+    """The target's tree with the source's changes since the merge base applied."""
+    ours, _ = _changes_since_base(commits, source, target)
+    tree = dict(commits[target].tree)
+    for path, content in ours.items():
+        if content is None:
+            tree.pop(path, None)
+        else:
+            tree[path] = content
+    return tree
+
+
+def history(commits: Mapping[str, Commit], sha: str) -> list[Commit]:
+    """Every commit reachable from `sha`, newest first."""
+    return sorted((commits[s] for s in ancestors(commits, sha)), key=lambda c: -c.seq)
+
+
+def apply_actions(tree: Mapping[str, str], actions: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """A new tree with the Commits API actions applied; GitLab's 400s for impossible ones."""
+    result = dict(tree)
+    for action in actions:
+        kind = action.get("action")
+        path = str(action.get("file_path", "")).lstrip("/")
+        if not path:
+            raise bad_request("file_path is missing")
+        content = action.get("content")
+        if kind == "create":
+            if path in result:
+                raise bad_request("A file with this name already exists")
+            result[path] = "" if content is None else str(content)
+        elif kind == "update":
+            if path not in result:
+                raise bad_request("A file with this name doesn't exist")
+            result[path] = "" if content is None else str(content)
+        elif kind == "delete":
+            if path not in result:
+                raise bad_request("A file with this name doesn't exist")
+            del result[path]
+        elif kind == "move":
+            previous = str(action.get("previous_path", "")).lstrip("/")
+            if previous not in result:
+                raise bad_request("A file with this name doesn't exist")
+            old = result.pop(previous)
+            result[path] = old if content is None else str(content)
+        else:
+            raise bad_request("actions[action] does not have a valid value")
+    return result

@@ -1,0 +1,260 @@
+"""The double's state and the rules GitLab derives from it (merge status, pipelines, events).
+
+No HTTP here: routes and control methods both call into this, under the double's lock.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from typing import Any
+from urllib.parse import unquote
+
+from . import repo, webhooks
+from .errors import not_found
+from .model import RUNNING_STATUSES, Access, Commit, Hook, MergeRequest, Pipeline, Project, User
+
+#: Hook flag that subscribes to each webhook kind.
+EVENT_FLAGS = {
+    "merge_request": "merge_requests_events",
+    "pipeline": "pipeline_events",
+    "note": "note_events",
+    "deployment": "deployment_events",
+}
+
+
+class State:
+    """Everything the double knows; mutated only under the double's lock."""
+
+    def __init__(self, web_url: str, clock: Callable[[], datetime]) -> None:
+        self.web_url = web_url.rstrip("/")
+        self.clock = clock
+        self.mode = "new"
+        self.new_pipeline_status = "running"
+        self.rebase_auto_after: int | None = None
+        self.users: dict[int, User] = {}
+        self.projects: dict[int, Project] = {}
+        self.commits: dict[str, Commit] = {}
+        self.outgoing: list[webhooks.Delivery] = []
+        self._counters: dict[str, Iterator[int]] = {}
+
+    def next_id(self, kind: str, start: int = 1) -> int:
+        """The next id in a global sequence per kind (users, projects, mrs, notes, ...)."""
+        counter = self._counters.setdefault(kind, itertools.count(start))
+        return next(counter)
+
+    # -- lookups ---------------------------------------------------------------------------
+
+    def user_by_token(self, token: str) -> User | None:
+        """The user a token belongs to."""
+        return next((u for u in self.users.values() if u.token and u.token == token), None)
+
+    def user_named(self, username: str) -> User:
+        """A user by username (a test's mistake if unknown)."""
+        for user in self.users.values():
+            if user.username == username:
+                return user
+        raise KeyError(f"no user {username!r} in the double")
+
+    def project(self, ref: str | int) -> Project:
+        """A project by numeric id or (URL-encoded or not) path; GitLab's 404 when unknown."""
+        text = unquote(str(ref))
+        if text.isdigit() and int(text) in self.projects:
+            return self.projects[int(text)]
+        for project in self.projects.values():
+            if project.path == text:
+                return project
+        raise not_found("Project Not Found")
+
+    def mr(self, project: Project, iid: int) -> MergeRequest:
+        """A merge request by iid; GitLab's 404 when unknown."""
+        if iid not in project.mrs:
+            raise not_found("Not found")
+        return project.mrs[iid]
+
+    def access(self, project: Project, user_id: int) -> int:
+        """The user's access level on the project (0 when not a member)."""
+        return project.members.get(user_id, Access.NONE)
+
+    def project_url(self, project: Project) -> str:
+        """The project's web URL."""
+        return f"{self.web_url}/{project.path}"
+
+    def mr_url(self, project: Project, mr: MergeRequest) -> str:
+        """The merge request's web URL."""
+        return f"{self.project_url(project)}/-/merge_requests/{mr.iid}"
+
+    def label_id(self, project: Project, title: str) -> int:
+        """A stable id for a label title (labels spring into existence when used)."""
+        if title not in project.labels:
+            project.labels[title] = self.next_id("label", 100)
+        return project.labels[title]
+
+    # -- git -------------------------------------------------------------------------------
+
+    def make_commit(
+        self, parents: tuple[str, ...], tree: dict[str, str], message: str, author_id: int
+    ) -> Commit:
+        """Stores a new commit with a deterministic, unique sha."""
+        seq = self.next_id("commit")
+        seed = json.dumps([seq, parents, message, sorted(tree.items())]).encode()
+        sha = hashlib.sha1(seed, usedforsecurity=False).hexdigest()
+        commit = Commit(sha, parents, dict(tree), message, author_id, self.clock(), seq)
+        self.commits[sha] = commit
+        return commit
+
+    def push(
+        self,
+        project: Project,
+        branch: str,
+        tree: dict[str, str],
+        message: str,
+        author: User,
+        start_sha: str | None = None,
+    ) -> Commit:
+        """Commits `tree` on top of the branch (or `start_sha`) and moves the branch."""
+        parent = project.branches.get(branch, start_sha)
+        commit = self.make_commit((parent,) if parent else (), tree, message, author.id)
+        self.move_branch(project, branch, commit.sha, author)
+        return commit
+
+    def move_branch(self, project: Project, branch: str, sha: str, actor: User) -> None:
+        """Points a branch at `sha` and updates the open MRs whose source it is."""
+        project.branches[branch] = sha
+        for target in self.projects.values():
+            for mr in target.mrs.values():
+                if (
+                    mr.state == "opened"
+                    and mr.source_project_id == project.id
+                    and mr.source_branch == branch
+                    and mr.sha != sha
+                ):
+                    self.on_new_head(target, mr, sha, mr.sha, actor)
+
+    def on_new_head(
+        self, project: Project, mr: MergeRequest, sha: str, before: str, actor: User
+    ) -> None:
+        """What GitLab does when an MR's source branch moves: new diff, pipeline, hook."""
+        mr.sha = sha
+        mr.rebase_failed = False
+        mr.merge_error = None
+        mr.updated_at = self.clock()
+        if project.reset_approvals_on_push:
+            mr.approvals.clear()
+        self.emit(project, "merge_request", mr=mr, actor=actor, action="update", oldrev=before)
+        self.create_pipeline(project, mr, actor, before)
+
+    # -- pipelines -------------------------------------------------------------------------
+
+    def create_pipeline(
+        self, project: Project, mr: MergeRequest, actor: User, before: str | None = None
+    ) -> Pipeline | None:
+        """A new MR pipeline for the head (status from `new_pipeline_status`)."""
+        if not project.pipelines_enabled:
+            return None
+        now = self.clock()
+        pipeline = Pipeline(
+            id=self.next_id("pipeline", 1000),
+            iid=project.next_pipeline_iid,
+            project_id=project.id,
+            sha=mr.sha,
+            before_sha=before or "0" * 40,
+            ref=f"refs/merge-requests/{mr.iid}/head",
+            status="created",
+            source="merge_request_event",
+            user_id=actor.id,
+            created_at=now,
+            updated_at=now,
+            mr_iid=mr.iid,
+        )
+        project.next_pipeline_iid += 1
+        project.pipelines[pipeline.id] = pipeline
+        self.set_pipeline_status(project, pipeline, self.new_pipeline_status)
+        return pipeline
+
+    def set_pipeline_status(self, project: Project, pipeline: Pipeline, status: str) -> None:
+        """Moves a pipeline and sends the Pipeline Hook GitLab would send."""
+        now = self.clock()
+        pipeline.status = status
+        pipeline.updated_at = now
+        if status not in {"created", "pending"} and pipeline.started_at is None:
+            pipeline.started_at = now
+        pipeline.finished_at = None if status in RUNNING_STATUSES else now
+        mr = project.mrs.get(pipeline.mr_iid) if pipeline.mr_iid else None
+        self.emit(project, "pipeline", pipeline=pipeline, mr=mr, actor=self.users[pipeline.user_id])
+
+    def mr_pipelines(self, project: Project, mr: MergeRequest) -> list[Pipeline]:
+        """The MR's pipelines, newest first."""
+        found = [p for p in project.pipelines.values() if p.mr_iid == mr.iid]
+        return sorted(found, key=lambda p: -p.id)
+
+    def head_pipeline(self, project: Project, mr: MergeRequest) -> Pipeline | None:
+        """The newest pipeline for the MR's head sha."""
+        return next((p for p in self.mr_pipelines(project, mr) if p.sha == mr.sha), None)
+
+    # -- merge status ----------------------------------------------------------------------
+
+    def has_conflicts(self, project: Project, mr: MergeRequest) -> bool:
+        """Conflict: forced, a failed rebase, or both sides changed a file differently."""
+        if mr.forced_conflict or mr.rebase_failed:
+            return True
+        target = project.branches.get(mr.target_branch)
+        return bool(target and repo.conflicting_paths(self.commits, mr.sha, target))
+
+    def needs_rebase(self, project: Project, mr: MergeRequest) -> bool:
+        """In a fast-forward project, whether the target moved past the MR's base."""
+        target = project.branches.get(mr.target_branch)
+        if project.merge_method not in {"ff", "rebase_merge"} or target is None:
+            return False
+        return not repo.is_ancestor(self.commits, target, mr.sha)
+
+    def detailed_status(self, project: Project, mr: MergeRequest) -> str:
+        """GitLab's `detailed_merge_status`, first failing check wins."""
+        if mr.state != "opened":
+            return "not_open"
+        if mr.forced_status:
+            return mr.forced_status
+        if mr.draft:
+            return "draft_status"
+        if self.has_conflicts(project, mr):
+            return "conflict"
+        if self.needs_rebase(project, mr):
+            return "need_rebase"
+        if project.pipelines_enabled and project.pipeline_must_succeed:
+            pipeline = self.head_pipeline(project, mr)
+            if pipeline is None or pipeline.status in {"failed", "canceled", "skipped"}:
+                return "ci_must_pass"
+            if pipeline.status in RUNNING_STATUSES:
+                return "ci_still_running"
+        if len(mr.approvals) < project.required_approvals:
+            return "not_approved"
+        return "mergeable"
+
+    def merge_status(self, project: Project, mr: MergeRequest) -> str:
+        """The deprecated `merge_status` GitLab still sends."""
+        if mr.forced_status in {"checking", "unchecked"}:
+            return mr.forced_status
+        return "cannot_be_merged" if self.has_conflicts(project, mr) else "can_be_merged"
+
+    # -- hooks and events ------------------------------------------------------------------
+
+    def hook_executable(self, hook: Hook) -> bool:
+        """Whether GitLab would call this hook now (not disabled, or the disabling expired)."""
+        if hook.alert_status == "disabled":
+            return False
+        if hook.alert_status == "temporarily_disabled":
+            return hook.disabled_until is not None and hook.disabled_until <= self.clock()
+        return True
+
+    def emit(self, project: Project, kind: str, **build: Any) -> None:
+        """Queues the webhook GitLab would send to each subscribed, enabled hook."""
+        for hook in project.hooks.values():
+            if not hook.flags.get(EVENT_FLAGS[kind]) or not self.hook_executable(hook):
+                continue
+            payload = webhooks.build(self, kind, project=project, **build)
+            headers = webhooks.headers(kind, hook.token, instance=self.web_url)
+            body = json.dumps(payload).encode()
+            self.outgoing.append(webhooks.Delivery(kind, hook.url, headers, body, hook.id))

@@ -132,9 +132,11 @@ class Router:
 
     def match(self, method: str, raw_path: str) -> tuple[Handler, dict[str, str]]:
         """The handler and decoded path arguments; GitLab's 404 for unknown routes."""
+        # HEAD is answered by the GET route (GitLab does so for files: its headers, no body)
+        wanted = {method, "GET"} if method == "HEAD" else {method}
         for route_method, regex, handler in self._routes:
             found = regex.match(raw_path)
-            if found and route_method == method:
+            if found and route_method in wanted:
                 return handler, {k: unquote(v) for k, v in found.groupdict().items()}
         raise ApiError(404, None, error="404 Not Found")
 

@@ -3,7 +3,11 @@ runner and by tests. Job functions take ids and plain values and ask for service
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from bot.approval import ApprovalClient
 from bot.config import Settings
+from bot.gitlab import Account, ApproveComponent, approver_accounts, author_account
 from bot.services import Services
 
 _services: Services | None = None
@@ -23,3 +27,36 @@ def services() -> Services:
 
         _services = build_services(Settings.from_env())
     return _services
+
+
+@dataclass
+class Clients:
+    """The outside world as this process's jobs reach it (built once, reused by every job)."""
+
+    author: Account
+    approvers: list[Account]
+    approve: ApproveComponent
+    approval: ApprovalClient
+
+
+_clients: Clients | None = None
+
+
+def use_clients(clients: Clients | None) -> None:
+    """Sets (or clears) the clients jobs in this process use (tests point them at doubles)."""
+    global _clients
+    _clients = clients
+
+
+def clients() -> Clients:
+    """This process's GitLab accounts and approval-system client, built on first use."""
+    global _clients
+    if _clients is None:
+        settings = services().settings
+        _clients = Clients(
+            author=author_account(settings),
+            approvers=approver_accounts(settings),
+            approve=ApproveComponent(),
+            approval=ApprovalClient(settings.approval_url),
+        )
+    return _clients

@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 from redis import Redis
 from redis.exceptions import RedisError
 from rq import Queue
-from rq.job import Job
+from rq.exceptions import NoSuchJobError
+from rq.job import Job, JobStatus
 
 from bot.queueing import QueueUnavailable
 from jobs.connection import QUEUE_NAME
 
 #: A job that runs longer than this is killed by RQ (steps are short: one GitLab exchange).
 JOB_TIMEOUT = 120
+
+
+def rq_job_id(job_id: str | None) -> str | None:
+    """Our readable ids ("drive:<uuid>") in the characters RQ allows."""
+    return None if job_id is None else re.sub(r"[^A-Za-z0-9_-]", "-", job_id)
 
 
 class RQWorkQueue:
@@ -25,6 +32,7 @@ class RQWorkQueue:
 
     def enqueue(self, func: str, *args: object, job_id: str | None = None) -> None:
         """Runs `func(*args)` soon; an id already waiting in the queue is not added twice."""
+        job_id = rq_job_id(job_id)
         try:
             if job_id is not None and self._waiting(job_id):
                 return
@@ -36,6 +44,7 @@ class RQWorkQueue:
         self, seconds: float, func: str, *args: object, job_id: str | None = None
     ) -> None:
         """Runs `func(*args)` after `seconds` (RQ's scheduled job registry)."""
+        job_id = rq_job_id(job_id)
         try:
             self.queue.enqueue_in(
                 timedelta(seconds=seconds),
@@ -57,9 +66,8 @@ class RQWorkQueue:
 
     def _waiting(self, job_id: str) -> bool:
         """True when a job with this id is queued and not yet started."""
-        job = (
-            Job.fetch(job_id, connection=self.redis)
-            if self.redis.exists(f"rq:job:{job_id}")
-            else None
-        )
-        return job is not None and job.get_status(refresh=False) in {"queued", "scheduled"}
+        try:
+            job = Job.fetch(job_id, connection=self.redis)
+        except NoSuchJobError:
+            return False
+        return job.get_status(refresh=False) in {JobStatus.QUEUED, JobStatus.SCHEDULED}

@@ -130,6 +130,11 @@ class Operation(Base):
     deadline_at: Mapped[datetime | None]
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     error_detail: Mapped[str | None] = mapped_column(Text)
+    #: where a multi-call step got to (per-account approve attempts, polls of a wait...)
+    progress: Mapped[Any | None] = mapped_column(JSON)
+    #: a worker running this operation's step holds it until lease_until (one step at a time)
+    lease_owner: Mapped[str | None] = mapped_column(String(64))
+    lease_until: Mapped[datetime | None]
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
 

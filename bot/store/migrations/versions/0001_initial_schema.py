@@ -175,6 +175,9 @@ def upgrade() -> None:
         sa.Column("deadline_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("attempts", sa.Integer(), nullable=False),
         sa.Column("error_detail", sa.Text(), nullable=True),
+        sa.Column("progress", sa.JSON(), nullable=True),
+        sa.Column("lease_owner", sa.String(length=64), nullable=True),
+        sa.Column("lease_until", sa.DateTime(timezone=True), nullable=True),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
         sa.ForeignKeyConstraint(

@@ -1,0 +1,145 @@
+"""An operation as the jobs see it, its non-state bookkeeping, and the per-operation lease."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import and_, or_, select, update
+from sqlalchemy.engine import Engine
+
+from bot.core.states import BindingState, Flow, Step
+from bot.errors import UnknownOperation
+from bot.store.models import BINDINGS, OPERATIONS, utcnow
+
+#: Columns touch() may write: bookkeeping, never state (fire() owns state and guard inputs).
+TOUCHABLE = frozenset(
+    {
+        "deadline_at",
+        "attempts",
+        "error_detail",
+        "progress",
+        "head_sha",
+        "branch",
+        "mr_url",
+        "merge_commit_sha",
+        "project_id",
+    }
+)
+
+
+@dataclass(frozen=True)
+class OperationRow:
+    """Everything a step needs about its operation, and whether it still owns its binding."""
+
+    id: str
+    state: BindingState
+    owner: bool
+    flow: Flow
+    step: Step
+    version: int
+    kind: str
+    project: str
+    project_id: int | None
+    target_branch: str
+    title: str
+    description: str
+    files: list[dict[str, Any]]
+    requested_by: str
+    mr_iid: int | None
+    mr_url: str | None
+    mr_opened_by_bot: bool
+    branch: str | None
+    head_sha: str | None
+    merge_commit_sha: str | None
+    approval_id: str | None
+    approved: bool
+    attempts: int
+    deadline_at: datetime | None
+    progress: dict[str, Any]
+
+    @property
+    def gitlab_project(self) -> int | str:
+        """How GitLab's API names the project: its numeric id once known, else its path."""
+        return self.project_id if self.project_id is not None else self.project
+
+
+def load(engine: Engine, operation_id: str) -> OperationRow:
+    """Reads the operation with its binding's state."""
+    query = (
+        select(OPERATIONS, BINDINGS.c.state, BINDINGS.c.operation_id.label("owner_id"))
+        .join(BINDINGS, BINDINGS.c.id == OPERATIONS.c.binding_id)
+        .where(OPERATIONS.c.id == operation_id)
+    )
+    with engine.connect() as conn:
+        row = conn.execute(query).one_or_none()
+    if row is None:
+        raise UnknownOperation(operation_id)
+    r = row._mapping
+    return OperationRow(
+        id=r["id"],
+        state=BindingState(r["state"]),
+        owner=r["owner_id"] == r["id"],
+        flow=Flow(r["flow"]),
+        step=Step(r["step"]),
+        version=r["version"],
+        kind=r["kind"],
+        project=r["project"],
+        project_id=r["project_id"],
+        target_branch=r["target_branch"],
+        title=r["title"],
+        description=r["description"],
+        files=list(r["files"] or []),
+        requested_by=r["requested_by"],
+        mr_iid=r["mr_iid"],
+        mr_url=r["mr_url"],
+        mr_opened_by_bot=bool(r["mr_opened_by_bot"]),
+        branch=r["branch"],
+        head_sha=r["head_sha"],
+        merge_commit_sha=r["merge_commit_sha"],
+        approval_id=r["approval_id"],
+        approved=r["approved_at"] is not None,
+        attempts=r["attempts"],
+        deadline_at=r["deadline_at"],
+        progress=dict(r["progress"] or {}),
+    )
+
+
+def touch(engine: Engine, operation_id: str, **fields: Any) -> None:
+    """Writes bookkeeping columns (deadline, attempts, progress, remote refs)."""
+    unknown = set(fields) - TOUCHABLE
+    if unknown:
+        raise ValueError(f"touch() cannot set {sorted(unknown)}")
+    with engine.begin() as conn:
+        conn.execute(update(OPERATIONS).where(OPERATIONS.c.id == operation_id).values(**fields))
+
+
+def take_lease(
+    engine: Engine, operation_id: str, seconds: float, now: datetime | None = None
+) -> str | None:
+    """Claims the operation for one worker's step; the lease token, or None if someone has it."""
+    now = now or utcnow()
+    token = uuid.uuid4().hex
+    stmt = (
+        update(OPERATIONS)
+        .where(
+            OPERATIONS.c.id == operation_id,
+            or_(OPERATIONS.c.lease_until.is_(None), OPERATIONS.c.lease_until < now),
+        )
+        .values(lease_owner=token, lease_until=now + timedelta(seconds=seconds))
+    )
+    with engine.begin() as conn:
+        return token if conn.execute(stmt).rowcount == 1 else None
+
+
+def release_lease(engine: Engine, operation_id: str, token: str) -> None:
+    """Gives the operation back (only if this token still holds it)."""
+    stmt = (
+        update(OPERATIONS)
+        .where(and_(OPERATIONS.c.id == operation_id, OPERATIONS.c.lease_owner == token))
+        .values(lease_owner=None, lease_until=None)
+    )
+    with engine.begin() as conn:
+        conn.execute(stmt)

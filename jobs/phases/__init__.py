@@ -1,0 +1,20 @@
+"""The step functions of each workflow phase, run by jobs/drive.py, one module per phase."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from bot.services import Services
+from bot.store.operations import OperationRow
+from jobs.runtime import Clients
+
+
+@dataclass(frozen=True)
+class Ctx:
+    """What a step function runs with."""
+
+    services: Services
+    clients: Clients
+    op: OperationRow
+    now: datetime

@@ -1,0 +1,52 @@
+"""Approval phase: submit to the approval system (idempotent on the operation id), and read
+its status when the approvers take long."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from bot.approval import ApprovalCallback, ApprovalRequest, Decision
+from bot.core.events import Event
+from bot.core.states import Flow, Step
+from bot.workflow.approval import on_approval
+from jobs.phases import Ctx
+from jobs.phases.common import advance
+from jobs.waits import drive_in
+
+
+def submit_approval(ctx: Ctx) -> bool:
+    """Sends the approval request; records the approval id as APPROVAL_SUBMITTED."""
+    op, settings = ctx.op, ctx.services.settings
+    request = ApprovalRequest(
+        operation_id=op.id,
+        title=op.title,
+        description=op.description,
+        applicant=op.requested_by,
+        callback_url=f"{settings.public_url}/webhooks/approval",
+        mr_iid=op.mr_iid if op.flow is Flow.MR_FIRST else None,
+        project=op.project,
+    )
+    approval_id = ctx.clients.approval.submit(request)
+    deadline = ctx.now + timedelta(seconds=settings.step_timeout)
+    return advance(ctx, Event.APPROVAL_SUBMITTED, approval_id=approval_id, deadline_at=deadline)
+
+
+def await_approval(ctx: Ctx) -> bool:
+    """The approvers are taking long: ask the approval system where the request stands."""
+    op = ctx.op
+    if op.approval_id is None:
+        return False
+    decision = ctx.clients.approval.status(op.approval_id)
+    if decision is Decision.PENDING:
+        if op.step is not Step.APPROVAL_PENDING and advance(ctx, Event.APPROVAL_TIMED_OUT):
+            return False  # shown as pending; the next read follows the new deadline below
+        drive_in(ctx.services, op, ctx.services.settings.step_timeout, ctx.now, pinned=False)
+        return False
+    callback = ApprovalCallback(
+        request_id=f"status:{op.approval_id}",
+        operation_id=op.id,
+        approval_id=op.approval_id,
+        decision=decision,
+        mr_iid=op.mr_iid if op.flow is Flow.MR_FIRST else None,
+    )
+    return on_approval(ctx.services.engine, callback).moved is not None

@@ -1,0 +1,39 @@
+"""Moving an operation from a step: a transition another event beat us to is not an error."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from bot.core.events import Event, Source
+from bot.errors import Conflict, IllegalTransition, NotOwner
+from bot.store.fire import fire
+from jobs.phases import Ctx
+
+log = logging.getLogger(__name__)
+
+
+def advance(ctx: Ctx, event: Event, **changes: Any) -> bool:
+    """Fires `event` for the step's operation; False when something else moved it first."""
+    if "attempts" not in changes:
+        changes["attempts"] = 0  # progress made: the sweep's budget starts again
+    try:
+        fire(
+            ctx.services.engine,
+            ctx.op.id,
+            event,
+            expected_version=ctx.op.version,
+            source=Source.JOB,
+            actor="gitops-bot",
+            changes=changes,
+        )
+    except (Conflict, IllegalTransition, NotOwner) as exc:
+        log.info("step result not applied: %s", exc, extra={"operation_id": ctx.op.id})
+        return False
+    return True
+
+
+def short(error: BaseException, limit: int = 500) -> str:
+    """An error as one short line for error_detail and the status comment."""
+    text = " ".join(str(error).split()) or type(error).__name__
+    return text[:limit]

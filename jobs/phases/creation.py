@@ -1,0 +1,92 @@
+"""Creation phase: the bot's branch, commit and MR (or a person's MR adopted), then its checks."""
+
+from __future__ import annotations
+
+from bot.core.events import Event
+from bot.core.labels import label_for
+from bot.core.states import BindingState
+from bot.errors import CannotProceed
+from bot.gitlab import create_change, read_mr
+from jobs.phases import Ctx
+from jobs.phases.common import advance
+from jobs.waits import new_wait, poll
+
+_FAILED_PIPELINE = {"failed", "canceled", "skipped"}
+
+
+def create_mr(ctx: Ctx) -> bool:
+    """Makes (or finds again) the change's MR and records it: MR_OPENED."""
+    op = ctx.op
+    project = ctx.clients.author.project(op.gitlab_project)
+    if op.mr_iid is not None and not op.mr_opened_by_bot:
+        mr = read_mr(project, op.mr_iid)  # `/gitops apply`: the MR is a person's
+        if mr.state != "opened":
+            raise CannotProceed(f"the MR is {mr.state}, not open")
+        return advance(
+            ctx,
+            Event.MR_OPENED,
+            project_id=mr.target_project_id or mr.project_id,
+            head_sha=mr.sha,
+            mr_url=mr.web_url,
+            branch=mr.source_branch,
+        )
+    description = (
+        f"{op.description}\n\nRequested by {op.requested_by} through gitops-bot "
+        f"(operation `{op.id}`)."
+    ).strip()
+    ref = create_change(
+        project,
+        operation_id=op.id,
+        target_branch=op.target_branch,
+        files=op.files,
+        title=op.title,
+        description=description,
+        labels=[label_for(BindingState.MR_CREATING)],
+    )
+    mr = read_mr(project, ref.mr_iid)
+    return advance(
+        ctx,
+        Event.MR_OPENED,
+        mr_iid=ref.mr_iid,
+        mr_url=ref.mr_url,
+        mr_opened_by_bot=True,
+        branch=ref.branch,
+        head_sha=mr.sha,
+        project_id=mr.target_project_id or mr.project_id,
+    )
+
+
+def poll_pipeline(ctx: Ctx) -> bool:
+    """Reads the MR's head pipeline: passed, failed, or poll again (tiered) until timed out."""
+    op = ctx.op
+    assert op.mr_iid is not None
+    if new_wait(op):  # the first look waits a tier: a webhook in time means 0 poll calls
+        return not poll(ctx.services, op, "pipeline", ctx.now) and advance(
+            ctx, Event.PIPELINE_TIMED_OUT, deadline_at=None
+        )
+    mr = read_mr(ctx.clients.author.project(op.gitlab_project), op.mr_iid)
+    if mr.state == "closed":
+        return advance(ctx, Event.MR_CLOSED)
+    status = mr.head_pipeline_status
+    if status == "success":
+        return advance(ctx, Event.PIPELINE_PASSED, head_sha=mr.sha)
+    if status in _FAILED_PIPELINE:
+        return advance(
+            ctx,
+            Event.PIPELINE_FAILED,
+            head_sha=mr.sha,
+            error_detail=f"MR pipeline {mr.head_pipeline_id} {status}",
+        )
+    if poll(ctx.services, op, "pipeline", ctx.now):
+        return False
+    return advance(ctx, Event.PIPELINE_TIMED_OUT, deadline_at=None)
+
+
+def start_handling(ctx: Ctx) -> bool:
+    """Approve-first: the checks passed, so approve and merge."""
+    return advance(ctx, Event.HANDLE_START)
+
+
+def request_approval(ctx: Ctx) -> bool:
+    """MR-first: the checks passed, so ask for approval (ext.mrId carries the MR)."""
+    return advance(ctx, Event.REQUEST_APPROVAL)

@@ -1,0 +1,94 @@
+"""Waiting without sleeping: a scheduled drive job plus a deadline stored on the operation."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import datetime, timedelta
+from typing import Any
+
+from bot.approval.backoff import backoff
+from bot.core.next_step import poll_interval
+from bot.queueing import QueueUnavailable
+from bot.services import Services
+from bot.store.flags import get_flag
+from bot.store.operations import OperationRow, touch
+
+log = logging.getLogger(__name__)
+
+DRIVE_JOB = "jobs.drive.drive"
+#: Transient failures of one step retried (with capped backoff) before it is failed.
+MAX_TRANSIENT = 30
+
+
+def drive_in(
+    services: Services,
+    op: OperationRow,
+    seconds: float,
+    now: datetime,
+    *,
+    progress: dict[str, Any] | None = None,
+    pinned: bool = True,
+) -> None:
+    """Runs the operation's step again in `seconds`; the deadline covers a lost job.
+
+    `pinned`: the job carries the operation's version, so it does nothing if an event moved the
+    operation meanwhile (a late poll after the webhook changes nothing).
+    """
+    fields: dict[str, Any] = {
+        "deadline_at": now + timedelta(seconds=seconds + services.settings.step_timeout)
+    }
+    if progress is not None:
+        fields["progress"] = progress
+    touch(services.engine, op.id, **fields)
+    args: tuple[object, ...] = (op.id, op.version) if pinned else (op.id,)
+    try:
+        services.queue.enqueue_in(
+            seconds, DRIVE_JOB, *args, job_id=f"later:{op.id}:{uuid.uuid4().hex[:12]}"
+        )
+    except QueueUnavailable:
+        log.warning(
+            "queue down: the sweep re-drives at the deadline", extra={"operation_id": op.id}
+        )
+
+
+def new_wait(op: OperationRow) -> bool:
+    """True when the operation has not started waiting in its current version yet."""
+    wait = op.progress.get("wait") or {}
+    return bool(wait.get("version") != op.version)
+
+
+def poll(services: Services, op: OperationRow, kind: str, now: datetime) -> bool:
+    """Schedules the next poll of a wait (`kind`: pipeline or rebase); False when it timed out.
+
+    Polls are tiered (the `poll.<kind>_tiers` flag, read per use) and the whole wait is bounded
+    by GITOPS_PIPELINE_TIMEOUT. A wait starts anew whenever the operation's version changes.
+    """
+    progress = dict(op.progress)
+    wait = progress.get("wait") or {}
+    if wait.get("version") != op.version or wait.get("kind") != kind:
+        wait = {"version": op.version, "kind": kind, "polls": 0, "since": now.isoformat()}
+    tiers = get_flag(services.engine, f"poll.{kind}_tiers")
+    interval = poll_interval(tiers, int(wait["polls"]))
+    elapsed = (now - datetime.fromisoformat(wait["since"])).total_seconds()
+    if interval is None or elapsed >= services.settings.pipeline_timeout:
+        return False
+    wait["polls"] = int(wait["polls"]) + 1
+    progress["wait"] = wait
+    drive_in(services, op, interval, now, progress=progress)
+    return True
+
+
+def retry_later(
+    services: Services, op: OperationRow, now: datetime, retry_after: float | None = None
+) -> bool:
+    """Reschedules after a transient failure (backoff, never before Retry-After); False once
+    the step has failed transiently too often."""
+    progress = dict(op.progress)
+    failures = int(progress.get("transient", 0))
+    if failures >= MAX_TRANSIENT:
+        return False
+    progress["transient"] = failures + 1
+    delay = max(backoff(failures), retry_after or 0.0)
+    drive_in(services, op, delay, now, progress=progress, pinned=False)
+    return True

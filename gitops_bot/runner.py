@@ -16,9 +16,10 @@ from webhooks import create_app
 class _Gunicorn(BaseApplication):  # type: ignore[misc]
     """Gunicorn driven from code, loading the Flask app factory in each worker."""
 
-    def __init__(self, settings: Settings, options: dict[str, Any]) -> None:
+    def __init__(self, settings: Settings, options: dict[str, Any], embedded: bool = False) -> None:
         self._settings = settings
         self._options = options
+        self._embedded = embedded
         super().__init__()
 
     def load_config(self) -> None:
@@ -26,7 +27,15 @@ class _Gunicorn(BaseApplication):  # type: ignore[misc]
             self.cfg.set(key, value)
 
     def load(self) -> Flask:
-        return create_app(self._settings)
+        if not self._embedded:
+            return create_app(self._settings)
+        # one process does everything: the worker thread and the app share the services
+        from gitops_bot.embedded import EmbeddedRuntime
+        from gitops_bot.wiring import build_services
+
+        services = build_services(self._settings)
+        EmbeddedRuntime(services).start()
+        return create_app(services=services)
 
 
 def _upgrade_schema(settings: Settings) -> None:
@@ -65,12 +74,12 @@ def web(settings: Settings, *, host: str, port: int) -> None:
 def serve(settings: Settings, *, host: str, port: int) -> None:
     """The embedded default: one process, SQLite, the in-process queue, schema upgraded first."""
     _upgrade_schema(settings)
-    _Gunicorn(settings, _options(host, port, workers=1, threads=8)).run()
+    _Gunicorn(settings, _options(host, port, workers=1, threads=8), embedded=True).run()
 
 
 def worker(settings: Settings, *, burst: bool = False) -> bool:
     """An RQ worker on the bot's queue, running delayed jobs through RQ's own scheduler."""
-    from rq import Queue, Worker
+    from rq import Queue, SimpleWorker
 
     from jobs.connection import QUEUE_NAME, make_redis
 
@@ -81,7 +90,9 @@ def worker(settings: Settings, *, burst: bool = False) -> bool:
         )
     redis = make_redis(settings)
     queue = Queue(QUEUE_NAME, connection=redis)
-    return bool(Worker([queue], connection=redis).work(with_scheduler=True, burst=burst))
+    # no fork per job: steps are short, and the services (engine pool) are built once per process
+    worker = SimpleWorker([queue], connection=redis)
+    return bool(worker.work(with_scheduler=True, burst=burst))
 
 
 def scheduler(settings: Settings) -> None:
@@ -95,5 +106,9 @@ def scheduler(settings: Settings) -> None:
             "gitops-bot scheduler needs GITOPS_REDIS_URL; on the embedded default "
             "`gitops-bot serve` runs the periodic jobs in-process"
         )
+    from jobs.schedule import register
+
     redis = make_redis(settings)
-    Scheduler(queue_name=QUEUE_NAME, connection=redis, interval=settings.sweep_interval).run()
+    scheduler = Scheduler(queue_name=QUEUE_NAME, connection=redis, interval=1)
+    register(scheduler, settings)
+    scheduler.run()

@@ -32,6 +32,9 @@ DEFAULTS: Mapping[str, Any] = {
     "sweep.retry_budget": 5,
     # queued jobs past which a new request is refused as overloaded
     "queue.max_length": 10_000,
+    # projects whose deployment pipeline deploys in merge order: a callback for a later MR
+    # there means an earlier MR's lost callback was deployed too (reconciliation's watermark)
+    "reconcile.watermark_projects": [],
 }
 
 

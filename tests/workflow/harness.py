@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +41,8 @@ class FakeApprovalSystem:
     submitted: list[dict[str, Any]] = field(default_factory=list)
     decisions: dict[str, str] = field(default_factory=dict)
     withdrawn: list[str] = field(default_factory=list)
+    #: called with the operation id while a submit call is still being answered
+    on_submit: Callable[[str], None] | None = None
 
     def mount(self, rsps: responses.RequestsMock) -> None:
         """Answers the bot's calls through `responses`."""
@@ -61,6 +64,8 @@ class FakeApprovalSystem:
         if not any(s["operation_id"] == body["operation_id"] for s in self.submitted):
             self.submitted.append(body)
         self.decisions.setdefault(approval_id, "pending")
+        if self.on_submit is not None:
+            self.on_submit(body["operation_id"])
         return 201, {}, json.dumps({"approval_id": approval_id})
 
     def _status(self, request: Any) -> tuple[int, dict[str, str], str]:

@@ -1,0 +1,124 @@
+"""Reconciliation: merged changes whose deployment word was lost are found and validated.
+
+MERGED operations whose merge lies in the window (now - max_age, now - min_age) are matched
+against the deployment signals kept in the database: exactly (a signal naming the operation, or
+its project and MR iid, or a deployed SHA equal to its merge commit), else by the per-project
+watermark of MR iids where the deployment pipeline runs in merge order. Two queries per run,
+whatever the number of rows.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from sqlalchemy import select
+from sqlalchemy.engine import Engine
+
+from bot.core.events import Source
+from bot.core.states import BindingState
+from bot.store.flags import get_flag
+from bot.store.models import BINDINGS, DEPLOY_SIGNALS, OPERATIONS, utcnow
+from bot.workflow.validate import mark_validated
+from jobs import runtime
+
+
+@dataclass
+class ReconcileReport:
+    """What one run found: operations matched exactly, by watermark, and still unmatched."""
+
+    exact: list[str] = field(default_factory=list)
+    watermark: list[str] = field(default_factory=list)
+    unmatched: list[str] = field(default_factory=list)
+    validated: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Merged:
+    id: str
+    project: str
+    project_id: int | None
+    mr_iid: int | None
+    merge_commit_sha: str | None
+    merged_at: datetime | None
+
+    def names(self) -> set[str]:
+        """The project names a signal may use for this operation."""
+        return {self.project} | ({str(self.project_id)} if self.project_id is not None else set())
+
+
+def reconcile(now: datetime | None = None, dry_run: bool = False) -> ReconcileReport:
+    """One reconciliation run (a periodic job); `dry_run` only reports."""
+    services = runtime.services()
+    settings = services.settings
+    return run_reconcile(
+        services.engine,
+        now or utcnow(),
+        min_age=settings.reconcile_min_age,
+        max_age=settings.reconcile_max_age,
+        dry_run=dry_run,
+    )
+
+
+def run_reconcile(
+    engine: Engine, now: datetime, *, min_age: int, max_age: int, dry_run: bool = False
+) -> ReconcileReport:
+    """Reconciliation over this database at `now`."""
+    oldest, newest = now - timedelta(seconds=max_age), now - timedelta(seconds=min_age)
+    merged_query = (
+        select(
+            OPERATIONS.c.id,
+            OPERATIONS.c.project,
+            OPERATIONS.c.project_id,
+            OPERATIONS.c.mr_iid,
+            OPERATIONS.c.merge_commit_sha,
+            OPERATIONS.c.merged_at,
+        )
+        .join(BINDINGS, BINDINGS.c.operation_id == OPERATIONS.c.id)
+        .where(
+            BINDINGS.c.state == BindingState.MERGED,
+            OPERATIONS.c.merged_at > oldest,
+            OPERATIONS.c.merged_at < newest,
+        )
+    )
+    signal_query = select(
+        DEPLOY_SIGNALS.c.project_id,
+        DEPLOY_SIGNALS.c.mr_iid,
+        DEPLOY_SIGNALS.c.operation_id,
+        DEPLOY_SIGNALS.c.sha,
+        DEPLOY_SIGNALS.c.received_at,
+    ).where(DEPLOY_SIGNALS.c.status == "success", DEPLOY_SIGNALS.c.received_at > oldest)
+    with engine.connect() as conn:
+        merged = [_Merged(*row) for row in conn.execute(merged_query)]
+        signals = list(conn.execute(signal_query)) if merged else []
+    report = ReconcileReport()
+    by_op = {s.operation_id for s in signals if s.operation_id}
+    by_mr = {(s.project_id, s.mr_iid) for s in signals if s.mr_iid is not None}
+    by_sha = {s.sha for s in signals if s.sha}
+    highest: dict[str, tuple[int, datetime]] = defaultdict(lambda: (0, now))
+    for s in signals:
+        if s.mr_iid is not None and s.mr_iid > highest[s.project_id][0]:
+            highest[s.project_id] = (s.mr_iid, s.received_at)
+    in_order = set(get_flag(engine, "reconcile.watermark_projects")) if merged else set()
+    for op in merged:
+        if (
+            op.id in by_op
+            or any((key, op.mr_iid) in by_mr for key in op.names())
+            or (op.merge_commit_sha is not None and op.merge_commit_sha in by_sha)
+        ):
+            report.exact.append(op.id)
+        elif op.mr_iid is not None and any(
+            key in in_order
+            and highest[key][0] > op.mr_iid
+            and (op.merged_at is None or highest[key][1] >= op.merged_at)
+            for key in op.names()
+        ):
+            report.watermark.append(op.id)
+        else:
+            report.unmatched.append(op.id)
+    if not dry_run:
+        for op_id in (*report.exact, *report.watermark):
+            if mark_validated(engine, op_id, source=Source.RECONCILE, actor="reconcile").moved:
+                report.validated.append(op_id)
+    return report

@@ -54,6 +54,8 @@ def load_object(body: bytes, max_depth: int = MAX_DEPTH) -> dict[str, Any]:
         raise Unusable(f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
     except RecursionError:
         raise Unusable("JSON nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer longer than Python converts (4300 digits)
+        raise Unusable(f"not JSON: {exc}"[:200]) from None
     if not isinstance(value, dict):
         raise Unusable(f"expected a JSON object, got {type(value).__name__}")
     return value

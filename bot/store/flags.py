@@ -58,16 +58,66 @@ def get_flag(conn: Connection | Engine, key: str) -> Any:
 def all_flags(engine: Engine) -> dict[str, Any]:
     """Every flag with its current value (defaults filled in)."""
     with engine.connect() as conn:
-        stored = dict(conn.execute(select(_flags.c.key, _flags.c.value)).tuples().all())
+        stored = {row.key: row.value for row in conn.execute(select(_flags.c.key, _flags.c.value))}
     return {key: stored.get(key, default) for key, default in DEFAULTS.items()}
+
+
+def _tiers(value: Any) -> list[list[int]]:
+    if (
+        not isinstance(value, list)
+        or not value
+        or not all(
+            isinstance(t, list) and len(t) == 2 and all(type(n) is int and n > 0 for n in t)
+            for t in value
+        )
+    ):
+        raise ValueError("expected [[interval_seconds, polls], ...] of positive integers")
+    return value
+
+
+def _integer(value: Any) -> int:
+    if type(value) is not int:
+        raise ValueError("expected an integer")
+    return value
+
+
+_CHECKS: dict[str, Any] = {
+    "workflow.order": lambda v: Flow(v).value,
+    "approve.impl": lambda v: (
+        v if v in ("python-gitlab", "direct") else _bad("python-gitlab or direct")
+    ),
+    "approval.max_retries": _integer,
+    "poll.pipeline_tiers": _tiers,
+    "poll.rebase_tiers": _tiers,
+    "sweep.retry_budget": _integer,
+    "queue.max_length": _integer,
+    "reconcile.watermark_projects": lambda v: (
+        v
+        if isinstance(v, list) and all(isinstance(p, str) for p in v)
+        else _bad("a list of project paths or ids")
+    ),
+}
+
+
+def _bad(expected: str) -> Any:
+    raise ValueError(f"expected {expected}")
+
+
+def check_flag(key: str, value: Any) -> Any:
+    """The value normalised, or ValueError saying what the flag expects."""
+    if key not in DEFAULTS:
+        raise UnknownFlag(key)
+    try:
+        return _CHECKS[key](value)
+    except ValueError as exc:
+        raise ValueError(f"{key}: {exc}") from None
 
 
 def set_flag(engine: Engine, key: str, value: Any, now: datetime | None = None) -> None:
     """Sets a flag (upsert); new requests and the next use see it, nothing restarts."""
     if key not in DEFAULTS:
         raise UnknownFlag(key)
-    if key == "workflow.order":
-        value = Flow(value).value
+    value = check_flag(key, value)
     now = now or utcnow()
     insert = pg_insert if engine.dialect.name == "postgresql" else sqlite_insert
     stmt = insert(_flags).values(key=key, value=value, updated_at=now)

@@ -141,6 +141,7 @@ def test_other_event_types_are_ignored_and_counted(
         ),
         (b"[" * 5000 + b"]" * 5000, "nested deeper"),
         (b'{"a": NaN}', "NaN is not allowed"),
+        (b'{"a": ' + b"9" * 5000 + b"}", "not JSON"),
     ],
 )
 def test_authenticated_garbage_is_quarantined_with_a_reason(

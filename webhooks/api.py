@@ -1,0 +1,305 @@
+"""The REST API (/api/v1): submit a change, follow it, retry or cancel it, list by state.
+
+Synchronous validation only; the work itself is done by the `jobs.drive.drive` job.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from typing import Any
+
+from flask import Blueprint, Response, jsonify, request
+
+from bot.core.events import Event, Source
+from bot.core.states import BindingState, Flow, Step
+from bot.errors import Conflict, IllegalTransition, InProgress, NotOwner, UnknownOperation
+from bot.queueing import QueueUnavailable
+from bot.services import Services
+from bot.store.fire import FireResult, fire, with_conflict_retry
+from bot.store.flags import get_flag
+from bot.store.queries import (
+    IdempotentHit,
+    list_by_state,
+    operation_by_idempotency_key,
+    operation_view,
+)
+from bot.store.submit import NewRequest, submit
+from webhooks.api_body import (
+    DEFAULT_LIST_LIMIT,
+    LIMIT_PATTERN,
+    MAX_LIST_LIMIT,
+    OPERATION_ID,
+    RETRY_AFTER_SECONDS,
+    ApiError,
+    idempotency_key,
+    invalid,
+    load_body,
+    request_hash,
+    validate_change,
+)
+from webhooks.context import services_of
+
+log = logging.getLogger(__name__)
+
+bp = Blueprint("api", __name__, url_prefix="/api/v1")
+
+#: The job that carries an operation through its workflow (idempotent; the sweep re-drives too).
+DRIVE_JOB = "jobs.drive.drive"
+#: Who operator actions through the API are recorded as in the audit log.
+OPERATOR_ACTOR = "api"
+
+
+@bp.errorhandler(ApiError)
+def _api_error(exc: ApiError) -> tuple[Response, int]:
+    response = jsonify(exc.body)
+    if exc.status == 401:
+        response.headers["WWW-Authenticate"] = 'Bearer realm="gitops-bot"'
+    if exc.status == 503:
+        response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    return response, exc.status
+
+
+# -- authentication ------------------------------------------------------------------------------
+
+
+def bearer_ok(header: str | None, token: str) -> bool:
+    """Constant-time check of `Authorization: Bearer <token>`; an empty token refuses all."""
+    if not token or not header:
+        return False
+    scheme, _, given = header.partition(" ")
+    if scheme.lower() != "bearer":
+        return False
+    try:
+        given_bytes = given.strip().encode("latin-1")  # WSGI headers are latin-1 decoded
+    except UnicodeEncodeError:
+        given_bytes = given.strip().encode("utf-8", "surrogateescape")
+    return hmac.compare_digest(given_bytes, token.encode("utf-8"))
+
+
+@bp.before_request
+def _authenticate() -> None:
+    if request.endpoint == "api.openapi":
+        return
+    if not bearer_ok(request.headers.get("Authorization"), services_of().settings.api_token):
+        raise ApiError(401, "unauthorized", "missing or wrong bearer token")
+
+
+@bp.post("/changes")
+def create_change() -> tuple[Response, int]:
+    """Validates, records the operation (or refuses it), enqueues its driver; 202 on success."""
+    services = services_of()
+    body = load_body()
+    key = idempotency_key()
+    change = validate_change(body, services.settings.allowed_paths)
+    digest = request_hash(body)
+    if key is not None and (hit := operation_by_idempotency_key(services.engine, key)):
+        return _replay(services, hit, digest, change.requested_by)
+    new = NewRequest(
+        subject_id=change.subject_id,
+        target_key=change.target_key,
+        project=change.project,
+        target_branch=change.target_branch,
+        title=change.title,
+        requested_by=change.requested_by,
+        flow=Flow(get_flag(services.engine, "workflow.order")),
+        description=change.description,
+        files=change.files,
+        idempotency_key=key,
+        request_hash=digest,
+    )
+    overloaded = _overloaded(services)
+    actor = new.requested_by
+    try:
+        result = with_conflict_retry(
+            lambda: submit(services.engine, new, source=Source.API, actor=actor)
+        )
+    except (InProgress, Conflict) as exc:
+        # two requests with one key at once: the loser finds the winner's operation
+        if key is not None and (hit := operation_by_idempotency_key(services.engine, key)):
+            return _replay(services, hit, digest, actor)
+        if isinstance(exc, InProgress):
+            raise ApiError(
+                409,
+                "in_progress",
+                f"a request for {new.subject_id} -> {new.target_key} is in progress",
+                operation_id=exc.args[0],
+            ) from None
+        raise ApiError(
+            409, "conflict", "the subject and target changed meanwhile; try again"
+        ) from None
+    except IllegalTransition as exc:
+        raise ApiError(409, "illegal_transition", str(exc)) from None
+    op_id = result.operation_id
+    log.info("change accepted", extra={"operation_id": op_id, "subject_id": new.subject_id})
+    if overloaded and _fail_overloaded(services, op_id, actor):
+        raise _overload_error(op_id)
+    _enqueue_drive(services, op_id)
+    return _accepted(services, op_id)
+
+
+def _accepted(services: Services, operation_id: str) -> tuple[Response, int]:
+    status_url = f"{services.settings.public_url.rstrip('/')}/api/v1/changes/{operation_id}"
+    response = jsonify(operation_id=operation_id, status_url=status_url)
+    response.headers["Location"] = status_url
+    return response, 202
+
+
+def _replay(
+    services: Services, hit: IdempotentHit, digest: str, actor: str
+) -> tuple[Response, int]:
+    """A repeated idempotency key: the first answer again, or 422 when the body differs.
+
+    A request refused as overloaded is the exception: its client was told to try again, so
+    the repeat retries the recorded operation once the queue has room.
+    """
+    if hit.request_hash != digest:
+        raise ApiError(
+            422,
+            "idempotency_key_reused",
+            "this Idempotency-Key was used for a different request",
+            operation_id=hit.operation_id,
+        )
+    view = operation_view(services.engine, hit.operation_id, with_history=False)
+    if (
+        view is not None
+        and view.owns_binding
+        and view.phase is BindingState.CREATE_FAILED
+        and view.step is Step.CREATE_OVERLOADED
+    ):
+        if _overloaded(services):
+            raise _overload_error(hit.operation_id)
+        try:
+            with_conflict_retry(
+                lambda: fire(
+                    services.engine, hit.operation_id, Event.RETRY, source=Source.API, actor=actor
+                )
+            )
+        except (Conflict, IllegalTransition, NotOwner):
+            # someone (an operator, the other copy of this request) moved it first: it goes on
+            log.info("overloaded operation already moved", extra={"operation_id": hit.operation_id})
+        _enqueue_drive(services, hit.operation_id)
+    return _accepted(services, hit.operation_id)
+
+
+def _overload_error(operation_id: str) -> ApiError:
+    return ApiError(
+        503,
+        "overloaded",
+        "the work queue is full; the request was recorded as failed, retry later",
+        operation_id=operation_id,
+    )
+
+
+def _overloaded(services: Services) -> bool:
+    """The queue is at its bound (read per request); an unreachable queue does not count."""
+    try:
+        waiting = services.queue.length()
+    except QueueUnavailable:
+        return False
+    return waiting >= int(get_flag(services.engine, "queue.max_length"))
+
+
+def _fail_overloaded(services: Services, operation_id: str, actor: str) -> bool:
+    """Writes the explicit overload failure; False if the operation moved first (it goes on)."""
+    try:
+        with_conflict_retry(
+            lambda: fire(
+                services.engine, operation_id, Event.OVERLOADED, source=Source.API, actor=actor
+            )
+        )
+    except (Conflict, IllegalTransition, NotOwner):
+        log.warning("could not mark overloaded", extra={"operation_id": operation_id})
+        return False
+    return True
+
+
+def _enqueue_drive(services: Services, operation_id: str) -> None:
+    try:
+        services.queue.enqueue(DRIVE_JOB, operation_id, job_id=f"drive:{operation_id}")
+    except QueueUnavailable:
+        # the operation is in the database; the periodic sweep drives it from there
+        log.warning("queue unavailable; left to the sweep", extra={"operation_id": operation_id})
+
+
+# -- reading and operator actions -----------------------------------------------------------------
+
+
+def _view_json(services: Services, operation_id: str, *, with_history: bool = True) -> Any:
+    if not OPERATION_ID.fullmatch(operation_id):
+        raise ApiError(404, "not_found", "no operation has this id")
+    view = operation_view(services.engine, operation_id, with_history=with_history)
+    if view is None:
+        raise ApiError(404, "not_found", "no operation has this id")
+    return view.as_json()
+
+
+@bp.get("/changes/<operation_id>")
+def get_change(operation_id: str) -> Response:
+    """The operation's phase, step, hint, MR and history."""
+    return jsonify(_view_json(services_of(), operation_id))
+
+
+def _fire(operation_id: str, event: Event, source: Source, actor: str) -> FireResult:
+    engine = services_of().engine
+    try:
+        return with_conflict_retry(
+            lambda: fire(engine, operation_id, event, source=source, actor=actor)
+        )
+    except UnknownOperation:
+        raise ApiError(404, "not_found", "no operation has this id") from None
+    except NotOwner:
+        raise ApiError(
+            409, "stale_operation", "a newer request has replaced this operation"
+        ) from None
+    except IllegalTransition as exc:
+        raise ApiError(409, "illegal_transition", str(exc)) from None
+    except Conflict:
+        raise ApiError(409, "conflict", "the operation kept moving; try again") from None
+
+
+def _operator(operation_id: str, event: Event) -> Response:
+    services = services_of()
+    if not OPERATION_ID.fullmatch(operation_id):
+        raise ApiError(404, "not_found", "no operation has this id")
+    _fire(operation_id, event, Source.OPERATOR, OPERATOR_ACTOR)
+    if event is Event.RETRY:
+        _enqueue_drive(services, operation_id)
+    return jsonify(_view_json(services, operation_id))
+
+
+@bp.post("/changes/<operation_id>/retry")
+def retry_change(operation_id: str) -> Response:
+    """Re-drives the step where the operation stopped (steps are idempotent)."""
+    return _operator(operation_id, Event.RETRY)
+
+
+@bp.post("/changes/<operation_id>/cancel")
+def cancel_change(operation_id: str) -> Response:
+    """Closes the operation: approval withdrawn and the bot's MR closed (through the outbox)."""
+    return _operator(operation_id, Event.CANCEL)
+
+
+@bp.get("/changes")
+def list_changes() -> Response:
+    """Operations that own their binding, in the given states, newest first."""
+    states: list[BindingState] = []
+    for raw in request.args.getlist("state"):
+        for name in filter(None, (part.strip().upper() for part in raw.split(","))):
+            try:
+                states.append(BindingState(name))
+            except ValueError:
+                invalid("state", f"unknown state {name!r}; one of {', '.join(BindingState)}")
+    raw_limit = request.args.get("limit", str(DEFAULT_LIST_LIMIT))
+    if not LIMIT_PATTERN.fullmatch(raw_limit) or not 1 <= int(raw_limit) <= MAX_LIST_LIMIT:
+        invalid("limit", f"must be a whole number from 1 to {MAX_LIST_LIMIT}")
+    views = list_by_state(services_of().engine, states, int(raw_limit))
+    return jsonify(changes=[view.as_json() for view in views])
+
+
+@bp.get("/openapi.json")
+def openapi() -> Response:
+    """The OpenAPI 3.1 document of this service (public: it holds no secret)."""
+    from webhooks.openapi import document
+
+    return jsonify(document(services_of().settings.public_url))

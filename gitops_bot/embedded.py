@@ -51,7 +51,7 @@ class EmbeddedRuntime(threading.Thread):
                 except QueueUnavailable:
                     log.warning("in-process queue unavailable")
         try:
-            self.runner.burst(until=now, max_rounds=20)
+            self.runner.burst(until=now, max_jobs=1000)
         except Exception:
             log.exception("embedded worker tick failed; the next tick goes on")
 

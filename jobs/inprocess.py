@@ -1,39 +1,35 @@
 """Running the queue inside this process: the embedded default's worker, and tests' burst mode.
 
-RQ's SimpleWorker runs jobs without forking; here it also runs off the main thread (no signal
-handlers; job timeouts by a timer). Delayed jobs (`enqueue_in`) are promoted to the queue when
-due, as RQ's scheduler would.
+Jobs are taken from the same RQ queue a `gitops-bot worker` would take them from and run in this
+thread, without RQ's worker bookkeeping (births, heartbeats, registries): one process, one
+thread, nothing to supervise. Delayed jobs (`enqueue_in`) are promoted to the queue when due,
+as RQ's scheduler would. A job that raises is logged and kept in `errors`.
 """
 
 from __future__ import annotations
 
+import logging
 import time
-from typing import Any
+import traceback
 
 from redis import Redis
-from rq import Queue, SimpleWorker
+from rq import Queue
 from rq.job import Job
-from rq.registry import FailedJobRegistry, ScheduledJobRegistry
-from rq.timeouts import TimerDeathPenalty
+from rq.registry import ScheduledJobRegistry
 
 from jobs.connection import QUEUE_NAME
 
-
-class ThreadWorker(SimpleWorker):
-    """A SimpleWorker that can run in any thread."""
-
-    death_penalty_class = TimerDeathPenalty
-
-    def _install_signal_handlers(self) -> None:
-        """No signal handlers off the main thread; the owner stops it between bursts."""
+log = logging.getLogger(__name__)
 
 
 class InProcess:
-    """Promotes due delayed jobs and works the queue in bursts, in this process."""
+    """Promotes due delayed jobs and works the queue in bursts, in this thread."""
 
     def __init__(self, redis: Redis, queue_name: str = QUEUE_NAME) -> None:
         self.redis = redis
         self.queue = Queue(queue_name, connection=redis)
+        #: (job function, traceback) of every job that raised
+        self.errors: list[tuple[str, str]] = []
 
     def promote(self, until: float | None = None) -> int:
         """Moves delayed jobs due by `until` (unix seconds; default now) onto the queue."""
@@ -45,18 +41,27 @@ class InProcess:
                 self.queue.enqueue_job(job)
         return len(ids)
 
-    def burst(self, *, until: float | None = None, max_rounds: int = 200) -> int:
-        """Works until nothing is queued or due by `until`; the number of rounds it took."""
-        for rounds in range(max_rounds):
-            promoted = self.promote(until)
-            if not promoted and self.queue.count == 0:
-                return rounds
-            ThreadWorker([self.queue], connection=self.redis).work(
-                burst=True, logging_level="WARNING"
-            )
-        return max_rounds
+    def run_one(self) -> bool:
+        """Runs the next queued job; False when the queue is empty."""
+        taken = Queue.dequeue_any([self.queue], timeout=None, connection=self.redis)
+        if taken is None:
+            return False
+        job, _ = taken
+        try:
+            job.perform()
+        except Exception:
+            log.exception("job %s failed", job.func_name)
+            self.errors.append((job.func_name or "?", traceback.format_exc()))
+        finally:
+            job.delete()  # its id may be used again by the next job of the same kind
+        return True
 
-    def failed(self) -> list[Any]:
-        """Jobs that raised (with their exception text), for tests and the dashboard."""
-        registry = FailedJobRegistry(queue=self.queue)
-        return [Job.fetch(job_id, connection=self.redis) for job_id in registry.get_job_ids()]
+    def burst(self, *, until: float | None = None, max_jobs: int = 10_000) -> int:
+        """Works until nothing is queued or due by `until`; the number of jobs run."""
+        done = 0
+        while done < max_jobs:
+            if self.run_one():
+                done += 1
+            elif not self.promote(until):
+                break
+        return done

@@ -148,8 +148,7 @@ class Bot:
     def settle(self, advance: float = 0.0) -> None:
         """Runs every job due within `advance` seconds from now (delayed jobs included)."""
         self.worker.burst(until=time.time() + advance)
-        failed = self.worker.failed()
-        assert not failed, [job.exc_info for job in failed]
+        assert not self.worker.errors, self.worker.errors
 
     def request(self, flow: Flow = Flow.APPROVE_FIRST, **kw: Any) -> str:
         """Submits a change as the API does and queues its first step; the operation id."""

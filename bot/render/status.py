@@ -1,0 +1,398 @@
+"""The MR's one status comment: what it shows, read from the database, rendered from templates/.
+
+`load_status` reads an operation as the comment shows it (two queries); `render_status` turns
+that into Markdown through `templates/status_comment.md.j2`. Every value the template prints is
+escaped for Markdown and HTML unless it is `Markup` built here from known-safe parts, so text a
+requester typed (title, names, error details) can never add markup, ping anyone, or put a
+`/gitops` command or a GitLab quick action at the start of a line of the bot's own note.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from markupsafe import Markup
+from sqlalchemy import select
+from sqlalchemy.engine import Engine
+
+from bot.core.diagram import path_diagram
+from bot.core.events import Event
+from bot.core.hints import Hint, hint_for, words
+from bot.core.labels import phase_title
+from bot.core.states import FAILED, BindingState, Step
+from bot.gitlab.notes import status_marker
+from bot.store.models import AUDIT, BINDINGS, OPERATIONS
+
+#: Where the comment templates live (the repository's top-level templates/).
+TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "templates"
+#: The status comment's template.
+TEMPLATE = "status_comment.md.j2"
+#: The timeline shows this many of the latest audit rows; older ones are counted, not listed.
+TIMELINE_LIMIT = 30
+#: Longest user-provided text shown (title, names); the rest is cut with an ellipsis.
+TEXT_LIMIT = 300
+#: Longest error detail shown.
+DETAIL_LIMIT = 500
+
+_STATES = frozenset(s.value for s in BindingState)
+#: One transition on a request's path: (from, to, event).
+_Edge = tuple[BindingState | None, BindingState, str]
+_EVENTS = frozenset(e.value for e in Event)
+#: What may go into a code span or the marker untouched (ids, enum names, SHAs).
+_PLAIN = re.compile(r"[A-Za-z0-9._:()\- ]+")
+_SPACE = re.compile(r"\s+")
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+# GitLab turns these into references when a word follows; a reference to a user notifies them
+# (`@name`, `@all`), one to an issue or MR adds a "mentioned in" note there. A zero-width space
+# after the sigil keeps the text readable and breaks the reference (GitLab matches references
+# in the rendered text, so an HTML entity would not help).
+_REFERENCE = re.compile(r"([@#!~%$&])(?=[\w\"'])")
+_ZWSP = "\u200b"
+# Markdown and HTML specials, as entities (raw < > & ` |) or backslash escapes (emphasis, links).
+_SPECIALS = {
+    "&": "&amp;",
+    "<": "&lt;",
+    ">": "&gt;",
+    "`": "&#96;",
+    "|": "&#124;",
+    "\\": "\\\\",
+    "*": "\\*",
+    "_": "\\_",
+    "[": "\\[",
+    "]": "\\]",
+    "~": "\\~",
+}
+_SPECIAL = re.compile("|".join(re.escape(char) for char in _SPECIALS))
+
+
+def md_escape(value: object, limit: int = TEXT_LIMIT) -> Markup:
+    """User text made inert in a Markdown comment: one line, no markup, no mentions, no commands.
+
+    Line breaks become spaces (so the text never starts a line of the note, where GitLab runs
+    quick actions and the bot reads `/gitops` commands); a leading `/` is an entity besides.
+    """
+    text = "".join(
+        " " if unicodedata.category(ch) in ("Cc", "Zl", "Zp") else ch for ch in str(value)
+    )
+    text = _SPACE.sub(" ", text).strip()
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    text = _REFERENCE.sub(lambda m: m.group(1) + _ZWSP, text)
+    text = _SPECIAL.sub(lambda m: _SPECIALS[m.group(0)], text)
+    if text.startswith("/"):
+        text = "&#47;" + text[1:]
+    return Markup(text)
+
+
+def code(value: object) -> Markup:
+    """A code span for known-plain text (ids, names, codes); anything else is escaped text."""
+    text = str(value)
+    if _PLAIN.fullmatch(text):
+        return Markup(f"`{text}`")
+    return md_escape(text)
+
+
+def link(text: str, url: str | None) -> Markup | None:
+    """A Markdown link to an http(s) URL (characters that could end it percent-encoded)."""
+    if not url or not url.startswith(("https://", "http://")):
+        return None
+    safe_url = quote(url, safe=":/?#@!$&*+,;=%-._~")
+    return Markup(f"[{md_escape(text)}]({safe_url})")
+
+
+def _finalize(value: Any) -> Any:
+    """Every printed value that is not Markup is treated as user text."""
+    return value if isinstance(value, Markup) else md_escape(value)
+
+
+@lru_cache(maxsize=4)
+def environment(templates: Path = TEMPLATES_DIR) -> Environment:
+    """The comment templates: StrictUndefined, and every printed value escaped."""
+    env = Environment(
+        loader=FileSystemLoader(str(templates)),
+        undefined=StrictUndefined,
+        autoescape=True,
+        finalize=_finalize,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["code"] = code
+    return env
+
+
+@dataclass(frozen=True, slots=True)
+class TimelineEntry:
+    """One audit row: a transition, or a stale event that was acknowledged and ignored."""
+
+    at: datetime
+    from_state: str | None
+    to_state: str
+    event: str
+    step: int
+    source: str
+    actor: str | None
+    #: the operation's version after the row; 0 for a stale event, which changed nothing
+    version: int
+    detail: str | None
+
+    @property
+    def stale(self) -> bool:
+        """An event that arrived for nobody waiting for it: shown as ignored."""
+        return self.version == 0
+
+    @property
+    def transition(self) -> bool:
+        """A real transition between two known states (it belongs on the path)."""
+        return (
+            not self.stale
+            and self.to_state in _STATES
+            and (self.from_state is None or self.from_state in _STATES)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class StatusView:
+    """An operation as its status comment (and the outbox dispatcher) sees it."""
+
+    operation_id: str
+    title: str
+    requested_by: str
+    subject_id: str
+    target_key: str
+    project: str
+    project_id: int | None
+    #: the binding state while the operation owns its binding, else where its history ended
+    phase: BindingState
+    step: Step
+    owns_binding: bool
+    mr_iid: int | None
+    mr_url: str | None
+    mr_opened_by_bot: bool
+    approval_id: str | None
+    merge_commit_sha: str | None
+    error_detail: str | None
+    timeline: tuple[TimelineEntry, ...]
+
+    @property
+    def hint(self) -> Hint:
+        """What the requester should make of the phase and step."""
+        return hint_for(self.phase, self.step)
+
+    @property
+    def gitlab_project(self) -> int | str:
+        """The project as GitLab is asked for it: its numeric id once known, else its path."""
+        return self.project_id if self.project_id is not None else self.project
+
+    @property
+    def path(self) -> list[_Edge]:
+        """The transitions this request took, in order (stale events left out)."""
+        return [
+            (
+                BindingState(e.from_state) if e.from_state is not None else None,
+                BindingState(e.to_state),
+                e.event if e.event in _EVENTS else "?",
+            )
+            for e in self.timeline
+            if e.transition
+        ]
+
+
+_VIEW = select(
+    OPERATIONS.c.id,
+    OPERATIONS.c.title,
+    OPERATIONS.c.requested_by,
+    OPERATIONS.c.subject_id,
+    OPERATIONS.c.target_key,
+    OPERATIONS.c.project,
+    OPERATIONS.c.project_id,
+    OPERATIONS.c.step,
+    OPERATIONS.c.mr_iid,
+    OPERATIONS.c.mr_url,
+    OPERATIONS.c.mr_opened_by_bot,
+    OPERATIONS.c.approval_id,
+    OPERATIONS.c.merge_commit_sha,
+    OPERATIONS.c.error_detail,
+    BINDINGS.c.state,
+    BINDINGS.c.operation_id.label("owner"),
+).join(BINDINGS, BINDINGS.c.id == OPERATIONS.c.binding_id)
+
+_TIMELINE = select(
+    AUDIT.c.created_at,
+    AUDIT.c.from_state,
+    AUDIT.c.to_state,
+    AUDIT.c.event,
+    AUDIT.c.step,
+    AUDIT.c.version,
+    AUDIT.c.source,
+    AUDIT.c.actor,
+    AUDIT.c.detail,
+).order_by(AUDIT.c.id)
+
+
+def load_status(engine: Engine, operation_id: str) -> StatusView | None:
+    """The operation's status view (one query for it and its binding, one for its audit rows)."""
+    with engine.connect() as conn:
+        row = conn.execute(_VIEW.where(OPERATIONS.c.id == operation_id)).one_or_none()
+        if row is None:
+            return None
+        audit = conn.execute(_TIMELINE.where(AUDIT.c.operation_id == operation_id)).all()
+    timeline = tuple(
+        TimelineEntry(
+            at=r.created_at,
+            from_state=r.from_state,
+            to_state=r.to_state,
+            event=r.event,
+            step=r.step,
+            source=r.source,
+            actor=r.actor,
+            version=r.version,
+            detail=r.detail,
+        )
+        for r in audit
+    )
+    values = row._mapping
+    owns = values["owner"] == operation_id
+    state = BindingState(values["state"])
+    return StatusView(
+        operation_id=operation_id,
+        title=values["title"],
+        requested_by=values["requested_by"],
+        subject_id=values["subject_id"],
+        target_key=values["target_key"],
+        project=values["project"],
+        project_id=values["project_id"],
+        phase=state if owns else _last_state(timeline, state),
+        step=Step(values["step"]),
+        owns_binding=owns,
+        mr_iid=values["mr_iid"],
+        mr_url=values["mr_url"],
+        mr_opened_by_bot=bool(values["mr_opened_by_bot"]),
+        approval_id=values["approval_id"],
+        merge_commit_sha=values["merge_commit_sha"],
+        error_detail=values["error_detail"],
+        timeline=timeline,
+    )
+
+
+def _last_state(timeline: tuple[TimelineEntry, ...], fallback: BindingState) -> BindingState:
+    """Where an operation that lost its binding (re-applied) ended: its last transition's state."""
+    for entry in reversed(timeline):
+        if entry.transition:
+            return BindingState(entry.to_state)
+    return fallback
+
+
+def _phase_words(view: StatusView) -> str:
+    """The phase line after the phase's name ("waiting for the merge request's check pipeline")."""
+    text = words(view.step)
+    if view.phase in FAILED:
+        return f"stopped while {text}"
+    # "Merged: merged; waiting for ..." says it twice
+    return text.removeprefix(f"{phase_title(view.phase).lower()}; ")
+
+
+def _detail(view: StatusView) -> str | None:
+    """The error to show: the operation's own, else what the failing transition recorded."""
+    if view.error_detail:
+        return view.error_detail
+    if view.hint.kind != "failed":
+        return None
+    for entry in reversed(view.timeline):
+        if entry.transition:
+            return entry.detail
+    return None
+
+
+def _collapsed(path: list[_Edge]) -> list[_Edge]:
+    """The path with each run of one transition drawn once, as "retry (3 times)"."""
+    runs: list[tuple[_Edge, int]] = []
+    for edge in path:
+        if runs and runs[-1][0] == edge:
+            runs[-1] = (edge, runs[-1][1] + 1)
+        else:
+            runs.append((edge, 1))
+    return [(src, dst, f"{ev} ({n} times)" if n > 1 else ev) for (src, dst, ev), n in runs]
+
+
+def _marker(operation_id: str) -> Markup:
+    """The hidden marker, for ids that cannot end the HTML comment (ours are UUIDs)."""
+    if _ID.fullmatch(operation_id):
+        return Markup(status_marker(operation_id))
+    # upsert_status_note puts the marker in front of a body that lacks it
+    return md_escape(status_marker(operation_id))
+
+
+def _utc(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _timeline_row(entry: TimelineEntry) -> dict[str, Any]:
+    if entry.stale:
+        change: Markup = Markup("ignored (stale event)")
+    else:
+        before = code(entry.from_state) if entry.from_state else Markup("—")
+        change = Markup(f"{before} → {code(entry.to_state)}")
+    return {
+        "at": _utc(entry.at),
+        "change": change,
+        "event": code(entry.event),
+        "source": entry.source,
+        "actor": entry.actor or Markup("—"),
+    }
+
+
+def _links(view: StatusView, public_url: str) -> list[Markup]:
+    base = public_url.rstrip("/")
+    found = [
+        link("merge request", view.mr_url),
+        link("status API", f"{base}/api/v1/changes/{quote(view.operation_id, safe='')}"),
+    ]
+    links = [item for item in found if item is not None]
+    if view.approval_id:
+        links.append(Markup("approval request ") + code(view.approval_id))
+    return links
+
+
+def status_context(view: StatusView, public_url: str) -> dict[str, Any]:
+    """Everything the template prints, keyed by the names it uses."""
+    shown = view.timeline[-TIMELINE_LIMIT:]
+    detail = _detail(view)
+    return {
+        "marker": _marker(view.operation_id),
+        "phase_title": phase_title(view.phase),
+        "phase_words": _phase_words(view),
+        "step_label": f"{view.step.name} ({view.step.value})",
+        "operation_id": view.operation_id,
+        "hint": view.hint.text,
+        "superseded": not view.owns_binding,
+        "title": view.title,
+        "requested_by": view.requested_by,
+        "subject_id": view.subject_id,
+        "target_key": view.target_key,
+        "merge_commit": view.merge_commit_sha,
+        "detail": md_escape(detail, DETAIL_LIMIT) if detail else None,
+        "links": Markup(" · ").join(_links(view, public_url)),
+        "timeline": [_timeline_row(entry) for entry in shown],
+        "timeline_hidden": len(view.timeline) - len(shown),
+        "diagram": Markup(path_diagram(_collapsed(view.path)).rstrip("\n")),
+    }
+
+
+def render_context(context: Mapping[str, Any]) -> str:
+    """Renders the status comment template with exactly `context` (a missing name raises)."""
+    return environment().get_template(TEMPLATE).render(**context)
+
+
+def render_status(view: StatusView, public_url: str) -> str:
+    """The status comment's Markdown, starting with its hidden marker."""
+    return render_context(status_context(view, public_url))

@@ -1,0 +1,111 @@
+"""A change's deliveries in random order, duplicated and dropped, with the sweep and
+reconciliation running: every request ends as the in-order run ends, by table transitions only,
+with one MR, one merge and one approval per account."""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import select
+
+from bot.core.states import BindingState as S
+from bot.core.states import Flow
+from bot.core.table import TABLE
+from bot.store.models import AUDIT, utcnow
+from jobs.reconcile import run_reconcile
+from jobs.sweep import run_sweep
+from tests.builders import operation
+from tests.workflow.harness import Bot
+
+EXAMPLES = int(os.environ.get("GITOPS_RANDOM_EXAMPLES", "200"))
+LEGAL = {(r.source.value if r.source else None, r.event.value, r.target.value) for r in TABLE}
+
+# What the outside world says about one change, in the order it would say it.
+DELIVERIES = ("approval", "pipeline", "deploy")
+
+
+def deliver(bot: Bot, op_id: str, what: str, *, hook: bool = True) -> bool:
+    """Sends one copy of a delivery if what it refers to exists yet; False if it cannot yet.
+
+    For the pipeline, `hook=False` finishes it without GitLab's webhook (a lost delivery)."""
+    op = operation(bot.services.engine, op_id)
+    if what == "approval":
+        if not bot.approvals.submitted:
+            return False
+        bot.approve(op_id)
+    elif what == "pipeline":
+        if op["mr_iid"] is None:
+            return False
+        bot.pass_pipeline(op_id, deliver=hook)
+    elif what == "deploy":
+        if op["merge_commit_sha"] is None:
+            return False
+        bot.deployed(op_id)
+    return True
+
+
+schedules = st.lists(
+    st.tuples(
+        st.sampled_from(("deliver", "duplicate", "drop", "jobs", "sweep")),
+        st.sampled_from(DELIVERIES),
+    ),
+    max_size=25,
+)
+
+
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(flow=st.sampled_from(list(Flow)), schedule=schedules)
+def test_random_order_with_duplicates_and_drops(
+    bot: Bot, flow: Flow, schedule: list[tuple[str, str]]
+) -> None:
+    """Whatever the order, duplicates (up to a third) and drops, the request ends VALIDATED."""
+    db = bot.services.engine
+    bot.approvals.submitted.clear()
+    op_id = bot.request(flow, subject_id=f"svc-{os.urandom(6).hex()}")
+    calls_before = len(bot.gitlab.calls)
+    sent: set[str] = set()
+    for action, what in schedule:
+        if action == "jobs":
+            bot.settle(advance=10)
+        elif action == "sweep":
+            run_sweep(bot.services, utcnow() + timedelta(hours=1))
+        elif action == "drop":
+            if what == "pipeline" and deliver(bot, op_id, what, hook=False):
+                sent.add(what)  # the pipeline finished; its webhook is lost
+            continue  # a callback's copy never arrives (its sender tries again)
+        elif deliver(bot, op_id, what):
+            sent.add(what)
+            if action == "duplicate":
+                deliver(bot, op_id, what)
+    # callbacks are at-least-once; the pipeline finishes (a lost hook: the polls see it)
+    for _ in range(5):
+        if bot.state(op_id) is S.VALIDATED:
+            break
+        for what in DELIVERIES:
+            if what not in sent and deliver(bot, op_id, what, hook=False):
+                sent.add(what)
+        bot.settle(advance=12)
+        run_sweep(bot.services, utcnow() + timedelta(hours=2))
+        bot.settle(advance=12)
+        run_reconcile(db, utcnow() + timedelta(hours=1), min_age=120, max_age=86400)
+    assert bot.state(op_id) is S.VALIDATED
+    with db.connect() as conn:
+        steps = conn.execute(
+            select(AUDIT.c.from_state, AUDIT.c.event, AUDIT.c.to_state).where(
+                AUDIT.c.operation_id == op_id, AUDIT.c.version > 0
+            )
+        ).all()
+    assert {tuple(s) for s in steps} <= LEGAL
+    assert len(steps) == operation(db, op_id)["version"]
+    mr = f"/merge_requests/{operation(db, op_id)['mr_iid']}"
+    mine = bot.gitlab.calls[calls_before:]
+    assert len([c for c in mine if c.method == "POST" and c.path.endswith("/merge_requests")]) == 1
+    assert len([c for c in mine if c.path.endswith(f"{mr}/merge") and c.status == 200]) == 1
+    assert len([c for c in mine if c.path.endswith(f"{mr}/approve") and c.status == 201]) == 2

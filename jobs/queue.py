@@ -8,7 +8,7 @@ from datetime import timedelta
 from redis import Redis
 from redis.exceptions import RedisError
 from rq import Queue
-from rq.exceptions import NoSuchJobError
+from rq.exceptions import DuplicateJobError, NoSuchJobError
 from rq.job import Job, JobStatus
 
 from bot.queueing import QueueUnavailable
@@ -16,6 +16,8 @@ from jobs.connection import QUEUE_NAME
 
 #: A job that runs longer than this is killed by RQ (steps are short: one GitLab exchange).
 JOB_TIMEOUT = 120
+#: How long a failed job is kept for inspection (the database, not Redis, recovers the work).
+FAILURE_TTL = 86400
 
 
 def rq_job_id(job_id: str | None) -> str | None:
@@ -34,9 +36,21 @@ class RQWorkQueue:
         """Runs `func(*args)` soon; an id already waiting in the queue is not added twice."""
         job_id = rq_job_id(job_id)
         try:
-            if job_id is not None and self._waiting(job_id):
-                return
-            self.queue.enqueue(func, *args, job_id=job_id, result_ttl=0, failure_ttl=86400)
+            try:
+                self.queue.enqueue(
+                    func,
+                    *args,
+                    job_id=job_id,
+                    unique=job_id is not None,
+                    result_ttl=0,
+                    failure_ttl=FAILURE_TTL,
+                )
+            except DuplicateJobError:
+                assert job_id is not None
+                if self._waiting(job_id):
+                    return  # it will run, and read the state as it is then
+                # that id ran already (or is running): this is a new reason to run
+                self.queue.enqueue(func, *args, result_ttl=0, failure_ttl=FAILURE_TTL)
         except RedisError as exc:
             raise QueueUnavailable(f"could not enqueue {func}: {type(exc).__name__}") from exc
 
@@ -52,7 +66,7 @@ class RQWorkQueue:
                 *args,
                 job_id=job_id,
                 result_ttl=0,
-                failure_ttl=86400,
+                failure_ttl=FAILURE_TTL,
             )
         except RedisError as exc:
             raise QueueUnavailable(f"could not schedule {func}: {type(exc).__name__}") from exc

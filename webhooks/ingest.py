@@ -85,7 +85,9 @@ def accept(delivery: Delivery, started: float) -> Response:
         return answer(delivery.source, "quarantined", started)
     assert stored.inbox_id is not None
     try:
-        services.queue.enqueue(PROCESS_JOB, stored.inbox_id, job_id=f"inbox:{stored.inbox_id}")
+        # no job id: the inbox id is unique already, and processing is idempotent (a row is
+        # handled once, by status); an id would cost RQ's uniqueness script on every ack
+        services.queue.enqueue(PROCESS_JOB, stored.inbox_id)
     except QueueUnavailable:
         log.warning("queue down: the sweep will enqueue this delivery", extra=extra)
     return answer(delivery.source, "accepted", started, 202)

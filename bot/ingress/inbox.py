@@ -111,7 +111,8 @@ def store(engine: Engine, delivery: Delivery, received_at: datetime | None = Non
         .on_conflict_do_nothing(index_elements=["delivery_key"])
         .returning(INBOX.c.id)
     )
-    with engine.begin() as conn:
+    # one statement, so autocommit: no BEGIN and COMMIT round trips on the ack path
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         inbox_id = conn.execute(stmt).scalar_one_or_none()
     return Stored(inbox_id, inbox_id is None)
 

@@ -13,27 +13,20 @@ class Unusable(ValueError):
     """The body cannot be used; the message is the reason stored with the quarantined delivery."""
 
 
-def _too_deep(text: str, limit: int) -> bool:
-    """True when brackets nest deeper than `limit` (strings are skipped)."""
-    depth = 0
-    in_string = escaped = False
-    for ch in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch in "[{":
-            depth += 1
-            if depth > limit:
-                return True
-        elif ch in "]}":
-            depth -= 1
-    return False
+def depth(value: Any) -> int:
+    """How deep objects and arrays nest (iteratively, so hostile input cannot recurse)."""
+    containers = (dict, list)
+    if type(value) not in containers:
+        return 0
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        deepest = max(deepest, level)
+        for child in item.values() if type(item) is dict else item:
+            if type(child) in containers:
+                stack.append((child, level + 1))
+    return deepest
 
 
 def _reject_constant(name: str) -> Any:
@@ -46,16 +39,17 @@ def load_object(body: bytes, max_depth: int = MAX_DEPTH) -> dict[str, Any]:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise Unusable(f"not UTF-8 at byte {exc.start}") from None
-    if _too_deep(text, max_depth):
-        raise Unusable(f"JSON nested deeper than {max_depth}")
     try:
         value = json.loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
         raise Unusable(f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
     except RecursionError:
-        raise Unusable("JSON nested too deeply") from None
+        raise Unusable(f"JSON nested deeper than {max_depth}") from None
     except ValueError as exc:  # e.g. an integer longer than Python converts (4300 digits)
         raise Unusable(f"not JSON: {exc}"[:200]) from None
     if not isinstance(value, dict):
         raise Unusable(f"expected a JSON object, got {type(value).__name__}")
+    # the C parser is fast and bounded by the body size limit; the depth is checked after it
+    if depth(value) > max_depth:
+        raise Unusable(f"JSON nested deeper than {max_depth}")
     return value

@@ -19,7 +19,9 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
         )
         _sqlite_setup(engine)
     else:
-        kwargs.setdefault("pool_pre_ping", True)
+        # no pre-ping: it costs a round trip per checkout; a connection that died with the
+        # database fails its statement, is discarded, and the caller's fallback or retry runs
+        kwargs.setdefault("pool_recycle", 1800)
         kwargs.setdefault("pool_size", 10)
         kwargs.setdefault("max_overflow", 20)
         engine = create_engine(url, **kwargs)
@@ -43,7 +45,8 @@ def _sqlite_setup(engine: Engine) -> None:
 
     @event.listens_for(engine, "begin")
     def _begin(conn: Connection) -> None:
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        if conn.get_execution_options().get("isolation_level") != "AUTOCOMMIT":
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 def session_factory(engine: Engine) -> sessionmaker[Session]:

@@ -15,6 +15,7 @@ of transitions becomes one edit (GitLab allows few note writes a minute).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from collections.abc import Sequence
@@ -35,6 +36,7 @@ from bot.gitlab import GitLabUnavailable, close_mr, set_labels, upsert_status_no
 from bot.gitlab.errors import scrub
 from bot.render.status import StatusView, load_status, render_status
 from bot.store.models import OUTBOX, utcnow
+from bot.store.operations import touch
 from jobs import runtime
 
 log = logging.getLogger(__name__)
@@ -230,7 +232,13 @@ class _Dispatch:
         project = runtime.clients().author.project(view.gitlab_project)
         if effect == Effect.STATUS_COMMENT:
             body = render_status(view, self.public_url)
-            upsert_status_note(project, view.mr_iid, view.operation_id, body)
+            digest = hashlib.sha256(body.encode()).hexdigest()
+            if view.status_note_id is not None and digest == view.status_note_hash:
+                return "unchanged"  # the comment already says this: no call at all
+            note_id = upsert_status_note(
+                project, view.mr_iid, view.operation_id, body, note_id=view.status_note_id
+            )
+            touch(self.engine, view.operation_id, status_note_id=note_id, status_note_hash=digest)
         elif effect == Effect.LABELS:
             if not view.owns_binding:
                 # a newer request for the same subject and target owns the MR's label now

@@ -188,6 +188,7 @@ def approve_once(
     *,
     component: ApproveComponent,
     impl: ApproveImpl | str = ApproveImpl.PYTHON_GITLAB,
+    approvers: frozenset[str] | None = None,
 ) -> ApproveResult:
     """One approve attempt (number `attempt`, from 0) by one account; never waits.
 
@@ -196,12 +197,21 @@ def approve_once(
     backoff(attempt) (never sooner than GitLab's Retry-After). After the last failed attempt the
     approvals are read once more: GitLab answers a repeat approve with 401 (older) or 304
     (newer), the same 401 as "not allowed", so an approval found there counts as success.
+
+    `approvers` (usernames) replaces the first read when the caller read the approvals for all
+    its accounts at once; the read after a failed last attempt is always made.
     """
     project_id = project.id if isinstance(project, Project) else project
     seen = account.project(project_id)
     last = attempt >= max(0, max_retries)
     extra = {"account": account.label, "project": str(project_id), "mr_iid": iid}
-    if _has_approved(account, seen, iid):
+    # `approvers`: the MR's approvers read just now by the caller for every account at once
+    already = (
+        account.username() in approvers
+        if approvers is not None
+        else _has_approved(account, seen, iid)
+    )
+    if already:
         return ApproveResult(ApproveOutcome.ALREADY, reason="already approved by this account")
     try:
         component.approve(account, project_id, iid, sha, impl=impl)

@@ -41,6 +41,9 @@ class ChangeRef:
     mr_url: str
     #: True when this call made the commit or opened the MR; False when all of it was there
     created: bool
+    #: the MR's target project id and head SHA, as GitLab answered (saves a read)
+    project_id: int | None = None
+    head_sha: str | None = None
 
 
 def branch_name(operation_id: str) -> str:
@@ -202,7 +205,15 @@ def create_change(
     mr = _find_mr(project, branch)
     if mr is not None and mr.state == "merged":
         log.info("change already merged; reusing its MR", extra={**extra, "mr_iid": mr.iid})
-        return ChangeRef(branch, mr.merged_sha or "", mr.iid, mr.web_url, created=False)
+        return ChangeRef(
+            branch,
+            mr.merged_sha or "",
+            mr.iid,
+            mr.web_url,
+            created=False,
+            project_id=mr.target_project_id or mr.project_id,
+            head_sha=mr.sha,
+        )
     created = False
     sha = _our_commit(project, branch, operation_id)
     if sha is None:
@@ -223,7 +234,15 @@ def create_change(
         mr = _open_mr(project, data, branch)
         created = True
     log.info("change ready", extra={**extra, "mr_iid": mr.iid, "made_now": created})
-    return ChangeRef(branch, sha, mr.iid, mr.web_url, created=created)
+    return ChangeRef(
+        branch,
+        sha,
+        mr.iid,
+        mr.web_url,
+        created=created,
+        project_id=mr.target_project_id or mr.project_id,
+        head_sha=mr.sha or sha,
+    )
 
 
 def close_mr(project: Project, iid: int) -> bool:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from bot.gitlab.calls import get_list, post_json, put_json
 from bot.gitlab.client import Project
-from bot.gitlab.errors import GitLabRefused
+from bot.gitlab.errors import GitLabRefused, NotFound
 from bot.gitlab.views import NoteView
 
 
@@ -40,14 +40,30 @@ def find_note(project: Project, iid: int, marker: str, *, author: str | None = N
     return None
 
 
-def upsert_status_note(project: Project, iid: int, operation_id: str, body: str) -> int:
+def upsert_status_note(
+    project: Project, iid: int, operation_id: str, body: str, note_id: int | None = None
+) -> int:
     """Writes the operation's status comment: edits the existing one in place, else creates it.
 
-    Only the bot's own comments count (anyone can paste the marker into theirs). An unchanged
-    body is not written again. Returns the comment's id.
+    `note_id`: the comment written last time; it is edited at once (one call). Without it, or
+    when it is gone, the comment is found by its marker: only the bot's own comments count
+    (anyone can paste the marker into theirs), and an unchanged body is not written again.
+    Returns the comment's id.
     """
     marker = status_marker(operation_id)
     text = body if marker in body else f"{marker}\n{body}"
+    if note_id is not None:
+        try:
+            put_json(
+                project.gl,
+                f"{project.mr_path(iid)}/notes/{note_id}",
+                what=f"edit status comment on !{iid}",
+                data={"body": text},
+            )
+        except NotFound:
+            pass  # deleted by a person: find it again by its marker, or write a new one
+        else:
+            return note_id
     me = project.account.username()
     for note in _notes(project, iid):
         if note.author == me and not note.system and marker in note.body:

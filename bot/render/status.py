@@ -182,6 +182,9 @@ class StatusView:
     merge_commit_sha: str | None
     error_detail: str | None
     timeline: tuple[TimelineEntry, ...]
+    #: the status comment's id once written (the dispatcher edits it without looking it up)
+    status_note_id: int | None = None
+    status_note_hash: str | None = None
 
     @property
     def hint(self) -> Hint:
@@ -222,6 +225,8 @@ _VIEW = select(
     OPERATIONS.c.approval_id,
     OPERATIONS.c.merge_commit_sha,
     OPERATIONS.c.error_detail,
+    OPERATIONS.c.status_note_id,
+    OPERATIONS.c.status_note_hash,
     BINDINGS.c.state,
     BINDINGS.c.operation_id.label("owner"),
 ).join(BINDINGS, BINDINGS.c.id == OPERATIONS.c.binding_id)
@@ -281,6 +286,8 @@ def load_status(engine: Engine, operation_id: str) -> StatusView | None:
         merge_commit_sha=values["merge_commit_sha"],
         error_detail=values["error_detail"],
         timeline=timeline,
+        status_note_id=values["status_note_id"],
+        status_note_hash=values["status_note_hash"],
     )
 
 

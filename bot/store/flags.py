@@ -11,6 +11,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection, Engine
 
+from bot.core.commands import ACCESS_NAMES, DEFAULT_AUTHOR_MAY, DEFAULT_MIN_ACCESS, Verb
 from bot.core.states import Flow
 from bot.store.models import FLAGS, utcnow
 
@@ -35,6 +36,11 @@ DEFAULTS: Mapping[str, Any] = {
     # projects whose deployment pipeline deploys in merge order: a callback for a later MR
     # there means an earlier MR's lost callback was deployed too (reconciliation's watermark)
     "reconcile.watermark_projects": [],
+    # MR comment commands: the minimum GitLab access level per verb (0: anyone); verbs left out
+    # keep their default
+    "commands.min_access": {verb.value: level for verb, level in DEFAULT_MIN_ACCESS.items()},
+    # MR comment commands the MR's author may run whatever their access level
+    "commands.author_may": sorted(verb.value for verb in DEFAULT_AUTHOR_MAY),
 }
 
 
@@ -81,6 +87,28 @@ def _integer(value: Any) -> int:
     return value
 
 
+_VERBS = frozenset(verb.value for verb in Verb)
+
+
+def _min_access(value: Any) -> dict[str, int]:
+    if (
+        not isinstance(value, dict)
+        or not set(value) <= _VERBS
+        or not all(type(level) is int and level in ACCESS_NAMES for level in value.values())
+    ):
+        levels = ", ".join(str(level) for level in ACCESS_NAMES)
+        raise ValueError(
+            f"expected {{verb: access level}} with verbs of {sorted(_VERBS)} and levels of {levels}"
+        )
+    return dict(value)
+
+
+def _verbs(value: Any) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) and v in _VERBS for v in value):
+        raise ValueError(f"expected a list of verbs of {sorted(_VERBS)}")
+    return sorted(set(value))
+
+
 _CHECKS: dict[str, Any] = {
     "workflow.order": lambda v: Flow(v).value,
     "approve.impl": lambda v: (
@@ -96,6 +124,8 @@ _CHECKS: dict[str, Any] = {
         if isinstance(v, list) and all(isinstance(p, str) for p in v)
         else _bad("a list of project paths or ids")
     ),
+    "commands.min_access": _min_access,
+    "commands.author_may": _verbs,
 }
 
 

@@ -124,6 +124,10 @@ class Operation(Base):
     head_sha: Mapped[str | None] = mapped_column(String(64))
     merge_commit_sha: Mapped[str | None] = mapped_column(String(64))
     approval_id: Mapped[str | None] = mapped_column(String(255))
+    #: the bot's status comment on the MR, once written (edited in place without a lookup)
+    status_note_id: Mapped[int | None] = mapped_column(BigInteger)
+    #: sha256 of the body written there last (an unchanged comment is not written again)
+    status_note_hash: Mapped[str | None] = mapped_column(String(64))
     approved_at: Mapped[datetime | None]
     merged_at: Mapped[datetime | None]
     # waiting and failure

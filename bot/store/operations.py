@@ -26,6 +26,8 @@ TOUCHABLE = frozenset(
         "mr_url",
         "merge_commit_sha",
         "project_id",
+        "status_note_id",
+        "status_note_hash",
     }
 )
 

@@ -43,7 +43,10 @@ def create_mr(ctx: Ctx) -> bool:
         description=description,
         labels=[label_for(BindingState.MR_CREATING)],
     )
-    mr = read_mr(project, ref.mr_iid)
+    project_id, head = ref.project_id, ref.head_sha
+    if project_id is None or head is None:  # an older GitLab's answer without them
+        mr = read_mr(project, ref.mr_iid)
+        project_id, head = mr.target_project_id or mr.project_id, mr.sha
     return advance(
         ctx,
         Event.MR_OPENED,
@@ -51,8 +54,8 @@ def create_mr(ctx: Ctx) -> bool:
         mr_url=ref.mr_url,
         mr_opened_by_bot=True,
         branch=ref.branch,
-        head_sha=mr.sha,
-        project_id=mr.target_project_id or mr.project_id,
+        head_sha=head,
+        project_id=project_id,
     )
 
 

@@ -9,9 +9,12 @@ from bot.core.events import Event
 from bot.core.states import Step
 from bot.gitlab import (
     ApproveOutcome,
+    GitLabError,
     MergeOutcome,
+    MrClosed,
     RebaseState,
     approve_once,
+    approved_by,
     merge,
     read_mr,
     rebase_status,
@@ -33,26 +36,31 @@ def handle(ctx: Ctx) -> bool:
     op, services = ctx.op, ctx.services
     assert op.mr_iid is not None
     project = ctx.clients.author.project(op.gitlab_project)
-    mr = read_mr(project, op.mr_iid)
-    if mr.state == "merged":
-        return advance(ctx, Event.MERGED, merge_commit_sha=mr.merged_sha)
-    if mr.state == "closed":
-        return advance(ctx, Event.MR_CLOSED)
-    sha = mr.sha or op.head_sha or ""
     progress: dict[str, Any] = dict(op.progress)
-    if progress.get("sha") != sha:  # a new head needs new approvals
-        progress = {
-            "sha": sha,
-            "approved": [],
-            "tries": {},
-            "restarts": int(progress.get("restarts", 0)),
-        }
-    if op.step is not Step.HANDLE_APPROVED:
+    if op.step is Step.HANDLE_APPROVED and op.head_sha:
+        sha = op.head_sha  # approved on this head just now: merge() reads the MR itself
+    else:
+        mr = read_mr(project, op.mr_iid)
+        if mr.state == "merged":
+            return advance(ctx, Event.MERGED, merge_commit_sha=mr.merged_sha)
+        if mr.state == "closed":
+            return advance(ctx, Event.MR_CLOSED)
+        sha = mr.sha or op.head_sha or ""
+        if progress.get("sha") != sha:  # a new head needs new approvals
+            progress = {
+                "sha": sha,
+                "approved": [],
+                "tries": {},
+                "restarts": int(progress.get("restarts", 0)),
+            }
         stopped = _approve_all(ctx, sha, progress)
         if stopped is not None:
             return stopped
         return advance(ctx, Event.APPROVALS_GIVEN, head_sha=sha, progress=progress)
-    result = merge(project, op.mr_iid, sha)
+    try:
+        result = merge(project, op.mr_iid, sha)
+    except MrClosed:
+        return advance(ctx, Event.MR_CLOSED)
     match result.outcome:
         case MergeOutcome.MERGED:
             return advance(ctx, Event.MERGED, merge_commit_sha=result.merge_commit_sha)
@@ -81,6 +89,13 @@ def _approve_all(ctx: Ctx, sha: str, progress: dict[str, Any]) -> bool | None:
     impl = str(get_flag(ctx.services.engine, "approve.impl"))
     tries: dict[str, int] = progress.setdefault("tries", {})
     approved: list[str] = progress.setdefault("approved", [])
+    # one read of the approvals serves every account's read-first check (fail-open)
+    try:
+        approvers: frozenset[str] | None = frozenset(
+            approved_by(ctx.clients.author.project(op.gitlab_project), op.mr_iid)
+        )
+    except GitLabError:
+        approvers = None  # each account reads for itself then
     for account in ctx.clients.approvers:
         if account.label in approved:
             continue
@@ -94,6 +109,7 @@ def _approve_all(ctx: Ctx, sha: str, progress: dict[str, Any]) -> bool | None:
             max_retries,
             component=ctx.clients.approve,
             impl=impl,
+            approvers=approvers,
         )
         tries[account.label] = attempt + 1
         match result.outcome:

@@ -18,7 +18,7 @@ from bot.gitlab import (
     create_change,
     delete_branch,
 )
-from tests.adapters.test_gitlab_harness import SHA, P, account, calls, mock_gitlab, mr_json
+from tests.adapters.test_gitlab_harness import PID, SHA, P, account, calls, mock_gitlab, mr_json
 
 OP = "op-1"
 BRANCH_URL = f"{P}/repository/branches/gitops%2Fop-1"
@@ -130,7 +130,9 @@ def test_fresh_change_makes_branch_commit_and_mr(rsps: responses.RequestsMock) -
 
     ref = _create()
 
-    assert ref == ChangeRef("gitops/op-1", SHA, 7, mr_json()["web_url"], created=True)
+    assert ref == ChangeRef(
+        "gitops/op-1", SHA, 7, mr_json()["web_url"], created=True, project_id=PID, head_sha=SHA
+    )
     assert len(rsps.calls) == 6
 
 
@@ -155,7 +157,9 @@ def test_rerun_after_crash_after_mr_makes_nothing(rsps: responses.RequestsMock) 
 
     ref = _create()
 
-    assert ref == ChangeRef("gitops/op-1", SHA, 7, mr_json()["web_url"], created=False)
+    assert ref == ChangeRef(
+        "gitops/op-1", SHA, 7, mr_json()["web_url"], created=False, project_id=PID, head_sha=SHA
+    )
     assert calls(rsps) == [
         "GET /projects/42/merge_requests",
         "GET /projects/42/repository/branches/gitops%2Fop-1",

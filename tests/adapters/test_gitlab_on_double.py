@@ -157,3 +157,37 @@ def test_hook_installed_twice_is_one_hook(double: GitLabDouble) -> None:
     ensure_hook(author, "https://bot.example.com/webhooks/gitlab", "s3cret", events)
     ensure_hook(author, "https://bot.example.com/webhooks/gitlab", "s3cret", events)
     assert len(double.project("platform/config").hooks) == 1
+
+
+def test_one_approvals_read_serves_every_account(double: GitLabDouble) -> None:
+    """Given the approvers read once for all accounts, an account already among them makes no
+    call at all; one not among them reads nothing before approving."""
+    iid = change(double)
+    head = read_mr(account("author-token", "a").project("platform/config"), iid).sha
+    first, second = (account(f"approver-{n}-token", f"approver-{n}") for n in (1, 2))
+    first._username, second._username = "approver-1", "approver-2"
+    before = len(double.calls)
+    done = approve_once(
+        first,
+        "platform/config",
+        iid,
+        head,
+        0,
+        2,
+        component=ApproveComponent(),
+        approvers=frozenset({"approver-1"}),
+    )
+    assert done.outcome is ApproveOutcome.ALREADY
+    assert len(double.calls) == before
+    fresh = approve_once(
+        second,
+        "platform/config",
+        iid,
+        head,
+        0,
+        2,
+        component=ApproveComponent(),
+        approvers=frozenset({"approver-1"}),
+    )
+    assert fresh.outcome is ApproveOutcome.APPROVED
+    assert [c.method for c in double.calls[before:]] == ["POST"]

@@ -170,6 +170,8 @@ def upgrade() -> None:
         sa.Column("head_sha", sa.String(length=64), nullable=True),
         sa.Column("merge_commit_sha", sa.String(length=64), nullable=True),
         sa.Column("approval_id", sa.String(length=255), nullable=True),
+        sa.Column("status_note_id", sa.BigInteger(), nullable=True),
+        sa.Column("status_note_hash", sa.String(length=64), nullable=True),
         sa.Column("approved_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("merged_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("deadline_at", sa.DateTime(timezone=True), nullable=True),

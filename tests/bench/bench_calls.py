@@ -1,0 +1,134 @@
+"""GitLab API calls per change, each order, counted by the GitLab double; and changes per minute.
+
+Usage: .venv/bin/python -m tests.bench.bench_calls [--changes 50]
+
+1. One change per order from submission to VALIDATED with every webhook in time, the outbox
+   dispatched (status comment and label writes included): the calls the double answered, by
+   kind (target: at most 20 per change; 0 poll reads for a wait whose webhook came in time).
+2. `--changes` changes per order pushed through the whole flow at once, in this process,
+   against the double with zero latency: changes per minute.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import fakeredis
+import responses
+
+from bot.core.states import BindingState, Flow
+from bot.store.engine import make_engine
+from bot.store.migrate import upgrade
+from jobs.outbox import dispatch
+from tests.workflow.harness import Bot
+
+
+def kind(method: str, path: str) -> str:
+    """A call's kind: method and path with ids replaced."""
+    parts = ["{id}" if part.isdigit() else part for part in path.split("/")]
+    return f"{method} {'/'.join(parts[3:]) if len(parts) > 3 else path}"
+
+
+def one_change(bot: Bot, flow: Flow, n: int) -> tuple[int, Counter[str]]:
+    """Calls made for one change of this flow, webhooks in time, outbox dispatched."""
+    start = len(bot.gitlab.calls)
+    op_id = bot.request(flow, subject_id=f"svc-{flow.value}-{n}")
+    steps = (
+        [bot.approve, None, bot.pass_pipeline, None, bot.deployed]
+        if flow is Flow.APPROVE_FIRST
+        else [None, bot.pass_pipeline, None, bot.approve, None, bot.deployed]
+    )
+    bot.settle()
+    for step in steps:
+        if step is not None:
+            step(op_id)
+        bot.settle()
+        dispatch()
+    assert bot.state(op_id) is BindingState.VALIDATED, bot.state(op_id)
+    calls = bot.gitlab.calls[start:]
+    return len(calls), Counter(kind(c.method, c.path) for c in calls)
+
+
+def measure(changes: int = 50) -> dict[str, Any]:
+    """The figures of this benchmark."""
+    figures: dict[str, Any] = {}
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        responses.RequestsMock(assert_all_requests_are_fired=False) as rsps,
+    ):
+        engine = make_engine(f"sqlite:///{Path(tmp) / 'bench.sqlite3'}")
+        upgrade(engine)
+        bot = Bot(engine, fakeredis.FakeRedis(), rsps)
+        try:
+            for flow in Flow:
+                one_change(bot, flow, 0)  # warm up (first GET /user per account, caches)
+                total, kinds = one_change(bot, flow, 1)
+                polls = sum(
+                    v
+                    for k, v in kinds.items()
+                    if k.startswith("GET") and k.endswith("merge_requests/{id}")
+                )
+                figures[f"calls_{flow.value}"] = total
+                figures[f"kinds_{flow.value}"] = dict(sorted(kinds.items()))
+                figures[f"mr_reads_{flow.value}"] = polls
+            started = time.perf_counter()
+            ops = [
+                bot.request(flow, subject_id=f"many-{flow.value}-{i}")
+                for i in range(changes)
+                for flow in Flow
+            ]
+            bot.settle()
+            for _ in range(3):
+                for op_id in ops:
+                    state = bot.state(op_id)
+                    if state is BindingState.APPROVAL_SENT:
+                        bot.approve(op_id)
+                    elif state is BindingState.MR_CREATING:
+                        bot.pass_pipeline(op_id)
+                    elif state is BindingState.MERGED:
+                        bot.deployed(op_id)
+                bot.settle()
+                dispatch(limit=10_000)
+            for _ in range(3):
+                for op_id in ops:
+                    if bot.state(op_id) is BindingState.MERGED:
+                        bot.deployed(op_id)
+                    elif bot.state(op_id) is BindingState.APPROVAL_SENT:
+                        bot.approve(op_id)
+                bot.settle()
+            seconds = time.perf_counter() - started
+            done = sum(bot.state(op_id) is BindingState.VALIDATED for op_id in ops)
+            figures["throughput_changes"] = done
+            figures["throughput_seconds"] = seconds
+            figures["changes_per_minute"] = done / seconds * 60
+        finally:
+            bot.close()
+            engine.dispose()
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--changes", type=int, default=50)
+    args = parser.parse_args()
+    figures = measure(args.changes)
+    for flow in Flow:
+        print(
+            f"{flow.value}: {figures[f'calls_{flow.value}']} GitLab calls per change "
+            f"(target <= 20), MR reads {figures[f'mr_reads_{flow.value}']}"
+        )
+        for name, count in figures[f"kinds_{flow.value}"].items():
+            print(f"    {count:3}  {name}")
+    print(
+        f"{figures['throughput_changes']} changes VALIDATED in "
+        f"{figures['throughput_seconds']:.1f} s: {figures['changes_per_minute']:.0f} per minute"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -42,6 +42,11 @@ class Settings:
     api_token: str = field(default="", repr=False)
     public_url: str = "http://127.0.0.1:8000"
     allowed_paths: tuple[str, ...] = ()
+    #: a request header set by a trusted proxy that lets a request into the dashboard
+    #: (e.g. X-Forwarded-User); unset: the dashboard takes the API token only
+    dashboard_header: str = ""
+    #: projects the bot manages besides those named by its operations (hooks check)
+    projects: tuple[str, ...] = ()
     port: int = 8000
     #: seconds between sweeps of operations past their deadline
     sweep_interval: int = 30
@@ -78,6 +83,8 @@ class Settings:
             api_token=env.get("GITOPS_API_TOKEN", ""),
             public_url=env.get("GITOPS_PUBLIC_URL", cls.public_url).rstrip("/"),
             allowed_paths=_csv(env.get("GITOPS_ALLOWED_PATHS")),
+            dashboard_header=env.get("GITOPS_DASHBOARD_HEADER", "").strip(),
+            projects=_csv(env.get("GITOPS_PROJECTS")),
             port=_int(env, "PORT", cls.port),
             sweep_interval=_int(env, "GITOPS_SWEEP_INTERVAL", cls.sweep_interval),
             step_timeout=_int(env, "GITOPS_STEP_TIMEOUT", cls.step_timeout),

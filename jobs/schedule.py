@@ -11,6 +11,8 @@ from jobs.connection import QUEUE_NAME
 
 #: Seconds between outbox dispatches (status comments, labels, closes, withdrawals).
 OUTBOX_INTERVAL = 5
+#: Seconds between checks of the managed projects' webhooks (one GitLab call per project).
+HOOKS_INTERVAL = 300
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,7 @@ def periodic_jobs(settings: Settings) -> list[Periodic]:
         Periodic("gitops-sweep", "jobs.sweep.sweep", settings.sweep_interval),
         Periodic("gitops-outbox", "jobs.outbox.dispatch", OUTBOX_INTERVAL),
         Periodic("gitops-reconcile", "jobs.reconcile.reconcile", settings.reconcile_interval),
+        Periodic("gitops-hooks", "jobs.hooks.check", HOOKS_INTERVAL),
     ]
 
 

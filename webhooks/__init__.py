@@ -18,7 +18,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     app.config["MAX_CONTENT_LENGTH"] = services.settings.max_body_bytes
     app.extensions["gitops"] = services
 
-    from webhooks import api, approval, deploy, errors, gitlab, health
+    from webhooks import api, approval, deploy, errors, gitlab, health, pages
 
     errors.init_app(app)
     app.register_blueprint(health.bp)
@@ -26,4 +26,5 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     app.register_blueprint(gitlab.bp)
     app.register_blueprint(approval.bp)
     app.register_blueprint(deploy.bp)
+    app.register_blueprint(pages.bp)
     return app

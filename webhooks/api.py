@@ -242,9 +242,11 @@ def get_change(operation_id: str) -> Response:
 
 def _fire(operation_id: str, event: Event, source: Source, actor: str) -> FireResult:
     engine = services_of().engine
+    # an operator's retry gives the sweep its whole re-drive budget again
+    changes = {"attempts": 0} if event is Event.RETRY else None
     try:
         return with_conflict_retry(
-            lambda: fire(engine, operation_id, event, source=source, actor=actor)
+            lambda: fire(engine, operation_id, event, source=source, actor=actor, changes=changes)
         )
     except UnknownOperation:
         raise ApiError(404, "not_found", "no operation has this id") from None

@@ -365,7 +365,34 @@ def _paths() -> dict[str, Any]:
         "/metrics": _brief(
             "get", "Prometheus metrics (text format).", "operations", {"200": "The metrics."}
         ),
+        "/": _page(
+            "The dashboard (HTML): failed, pending, in-flight and recently finished requests."
+        ),
+        "/changes/{operation_id}": _page(
+            "One request on the dashboard (HTML): phase, step, hint, timeline and path.",
+            operation_id=True,
+        ),
     }
+
+
+def _page(summary: str, *, operation_id: bool = False) -> dict[str, Any]:
+    """A dashboard page: the API token, or a trusted proxy's header (GITOPS_DASHBOARD_HEADER)."""
+    responses = {"200": "The page.", "401": "Neither the token nor the proxy header."}
+    if operation_id:
+        responses["404"] = "No request has this id."
+    get: dict[str, Any] = {
+        "summary": summary,
+        "tags": ["dashboard"],
+        "responses": {
+            code: {"description": text, "content": {"text/html": {}}}
+            for code, text in responses.items()
+        },
+    }
+    if operation_id:
+        get["parameters"] = [
+            {"name": "operation_id", "in": "path", "required": True, "schema": {"type": "string"}}
+        ]
+    return {"get": get}
 
 
 def document(public_url: str = "") -> dict[str, Any]:

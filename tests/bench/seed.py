@@ -25,6 +25,7 @@ def seed(
     merged_ago: float | None = None,
     prefix: str = "bench",
     batch: int = 5000,
+    flow: Flow = Flow.MR_FIRST,
 ) -> list[str]:
     """Inserts `count` operations owning their bindings in `state`/`step`; their ids.
 
@@ -62,7 +63,7 @@ def seed(
                         "binding_id": bid,
                         "subject_id": b["subject_id"],
                         "target_key": "t",
-                        "flow": Flow.MR_FIRST.value,
+                        "flow": flow.value,
                         "step": step.value,
                         "version": 1,
                         "kind": "change",

@@ -1,0 +1,148 @@
+"""Event to next action through the queue: a webhook answered by gunicorn, processed by an RQ
+worker process, until the transition it causes is committed.
+
+Usage: .venv/bin/python -m tests.bench.bench_latency [--url URL] [--redis URL] [--events 200]
+
+Operations wait in APPROVAL_SENT; each gets its approval callback over HTTP (one every
+`--every` seconds, to `--workers` worker processes);
+the latency of an event is the time from sending it to the commit of its APPROVED transition
+(the audit row's timestamp, same machine clock). Target: median < 50 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import requests
+from redis import Redis
+from sqlalchemy import select, text
+
+from bot.approval import sign
+from bot.core.states import BindingState, Flow, Step
+from bot.store.engine import make_engine
+from bot.store.migrate import upgrade
+from bot.store.models import AUDIT, utcnow
+from tests.bench.bench_ingress import free_port, gunicorn
+from tests.bench.seed import seed
+
+SCHEMA = "gitops_bench_latency"
+SECRET = "bench-approval-secret"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--url", default="postgresql+psycopg://postgres@127.0.0.1:5432/test")
+    parser.add_argument("--redis", default="redis://127.0.0.1:6379/12")
+    parser.add_argument("--events", type=int, default=200)
+    parser.add_argument("--every", type=float, default=0.1, help="seconds between events")
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+    admin = make_engine(args.url)
+    with admin.begin() as conn:
+        conn.execute(text(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE"))
+        conn.execute(text(f"CREATE SCHEMA {SCHEMA}"))
+    db_url = f"{args.url}?options=-csearch_path%3D{SCHEMA}"
+    engine = make_engine(db_url)
+    upgrade(engine)
+    Redis.from_url(args.redis).flushdb()
+    ops = seed(
+        engine,
+        args.events,
+        BindingState.APPROVAL_SENT,
+        Step.APPROVAL_SUBMITTED,
+        utcnow(),
+        deadline_in=3600,
+        flow=Flow.APPROVE_FIRST,
+        prefix="lat",
+    )
+    env = {
+        "GITOPS_DATABASE_URL": db_url,
+        "GITOPS_REDIS_URL": args.redis,
+        "GITOPS_APPROVAL_SECRET": SECRET,
+        "GITOPS_WEBHOOK_SECRET": "x",
+        "GITOPS_GITLAB_URL": f"http://127.0.0.1:{free_port()}",
+    }  # nothing listens: no GitLab
+    workers = [
+        subprocess.Popen(
+            [str(Path(sys.executable).with_name("gitops-bot")), "worker"],
+            env={**os.environ, **env},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for _ in range(args.workers)
+    ]
+    sent: dict[str, datetime] = {}
+    try:
+        with gunicorn("webhooks:create_app()", env) as port, requests.Session() as http:
+            ready = time.monotonic() + 60  # the worker registers itself in Redis when it is up
+            redis = Redis.from_url(args.redis)
+            while len(redis.smembers("rq:workers")) < args.workers and time.monotonic() < ready:
+                time.sleep(0.1)
+            for n, op_id in enumerate(ops):
+                body = json.dumps(
+                    {
+                        "request_id": f"r{n}",
+                        "operation_id": op_id,
+                        "approval_id": f"a{n}",
+                        "decision": "approved",
+                        "ext": {},
+                    }
+                ).encode()
+                stamp = str(int(time.time()))
+                sent[op_id] = datetime.now(UTC)
+                http.post(
+                    f"http://127.0.0.1:{port}/webhooks/approval",
+                    data=body,
+                    timeout=10,
+                    headers={
+                        "X-Approval-Timestamp": stamp,
+                        "X-Approval-Signature": sign(SECRET, stamp, body),
+                    },
+                )
+                time.sleep(args.every)
+            deadline = time.monotonic() + 60
+            done: dict[str, datetime] = {}
+            while time.monotonic() < deadline and len(done) < len(ops):
+                with engine.connect() as conn:
+                    done = dict(
+                        conn.execute(
+                            select(AUDIT.c.operation_id, AUDIT.c.created_at).where(
+                                AUDIT.c.event == "approved", AUDIT.c.version > 0
+                            )
+                        ).all()
+                    )
+                time.sleep(0.5)
+            with engine.connect() as conn:
+                stored = {
+                    json.loads(bytes(body))["operation_id"]: at
+                    for body, at in conn.execute(text("SELECT body, received_at FROM inbox")).all()
+                }
+    finally:
+        for worker in workers:
+            worker.terminate()
+        for worker in workers:
+            worker.wait(timeout=30)
+        with admin.begin() as conn:
+            conn.execute(text(f"DROP SCHEMA {SCHEMA} CASCADE"))
+        Redis.from_url(args.redis).flushdb()
+    latencies = sorted((done[op] - sent[op]).total_seconds() * 1000 for op in done)
+    queued = sorted((done[op] - stored[op]).total_seconds() * 1000 for op in done if op in stored)
+    print(f"stored -> committed: median {statistics.median(queued):.1f} ms, max {queued[-1]:.1f}")
+    print(
+        f"{len(latencies)} of {len(ops)} events moved their operation; event -> committed "
+        f"transition: median {statistics.median(latencies):.1f} ms, p90 "
+        f"{latencies[int(len(latencies) * 0.9) - 1]:.1f} ms, max {latencies[-1]:.1f} ms "
+        f"(target median < 50 ms)"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,346 @@
+"""The dashboard (read-only HTML): requests in flight, pending, failed and finished; one request.
+
+Server-rendered from `templates/pages/` (Jinja2, autoescaped, StrictUndefined), no JavaScript.
+A request gets in with the API token (`Authorization: Bearer`) or, when GITOPS_DASHBOARD_HEADER
+names one, with that header as set by a trusted proxy; anyone else gets the 401 page.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from functools import lru_cache
+from typing import Any
+
+from flask import Blueprint, Response, request
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from sqlalchemy import select
+from sqlalchemy.engine import Engine, Row
+
+from bot.config import Settings
+from bot.core.diagram import path_diagram
+from bot.core.hints import Hint, hint_for, words
+from bot.core.labels import phase_title
+from bot.core.states import FAILED, IN_FLIGHT, TERMINAL, BindingState, Step
+from bot.render.status import TEMPLATES_DIR, StatusView, TimelineEntry, load_status
+from bot.store.models import BINDINGS, OPERATIONS, utcnow
+from bot.store.queries import step_name
+from jobs.hooks import HooksReport, last_report
+from jobs.schedule import HOOKS_INTERVAL
+from webhooks.api import bearer_ok
+from webhooks.api_body import OPERATION_ID
+from webhooks.context import services_of
+
+bp = Blueprint("pages", __name__)
+
+#: The dashboard's templates.
+PAGES_DIR = TEMPLATES_DIR / "pages"
+#: Most requests listed in flight, pending and failed together (oldest change first).
+ACTIVE_LIMIT = 500
+#: Finished requests listed, newest first.
+FINISHED_LIMIT = 20
+#: Seconds between automatic reloads of the overview (a meta refresh: no JavaScript).
+REFRESH_SECONDS = 60
+#: Every page: no script may run, nothing is cached, nobody frames it.
+_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; "
+        "frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+    ),
+    "Cache-Control": "no-store",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+
+
+@lru_cache(maxsize=1)
+def environment() -> Environment:
+    """The page templates: every printed value HTML-escaped; a missing name fails loudly."""
+    env = Environment(
+        loader=FileSystemLoader(str(PAGES_DIR)),
+        autoescape=True,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["utc"] = utc
+    return env
+
+
+def render(template: str, status: int = 200, **context: Any) -> Response:
+    """One page as an HTML response with the dashboard's security headers."""
+    body = environment().get_template(template).render(**context)
+    response = Response(body, status=status, mimetype="text/html")
+    response.headers.update(_HEADERS)
+    return response
+
+
+# -- formatting (the CLI shows the same) ----------------------------------------------------------
+
+
+def utc(moment: datetime) -> str:
+    """A moment as `YYYY-MM-DD HH:MM:SS` in UTC."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def duration(seconds: float) -> str:
+    """A span for people, to its two largest units: `45s`, `12m 5s`, `3h 20m`, `2d 4h`."""
+    left = max(int(seconds), 0)
+    days, left = divmod(left, 86400)
+    hours, left = divmod(left, 3600)
+    minutes, secs = divmod(left, 60)
+    parts = [(days, "d"), (hours, "h"), (minutes, "m"), (secs, "s")]
+    while len(parts) > 1 and parts[0][0] == 0:
+        parts.pop(0)
+    return " ".join(f"{n}{unit}" for n, unit in parts[:2] if n or unit == parts[0][1])
+
+
+@dataclass(frozen=True, slots=True)
+class Spent:
+    """One timeline entry with the time the request then spent in the state it entered."""
+
+    entry: TimelineEntry
+    #: None for a stale event, which entered no state
+    seconds: float | None
+    #: True for the current state (the time is "so far")
+    current: bool
+
+
+def time_in_states(timeline: Sequence[TimelineEntry], now: datetime) -> list[Spent]:
+    """Each entry with the time until the next transition (until `now` for the last one)."""
+    moves = [i for i, entry in enumerate(timeline) if entry.transition]
+    following = dict(zip(moves, [*moves[1:], None], strict=True))
+    spent: list[Spent] = []
+    for i, entry in enumerate(timeline):
+        if i not in following:
+            spent.append(Spent(entry, None, False))
+            continue
+        after = following[i]
+        end = now if after is None else timeline[after].at
+        spent.append(Spent(entry, (end - entry.at).total_seconds(), after is None))
+    return spent
+
+
+def error_detail(view: StatusView) -> str | None:
+    """The error to show: the operation's own, else what its failing transition recorded."""
+    if view.error_detail:
+        return view.error_detail
+    if view.hint.kind != "failed":
+        return None
+    moves = [entry for entry in view.timeline if entry.transition]
+    return moves[-1].detail if moves else None
+
+
+def collapsed_path(view: StatusView) -> list[tuple[BindingState | None, BindingState, str]]:
+    """The request's path with each run of one transition drawn once ("retry (3 times)")."""
+    runs: list[tuple[tuple[BindingState | None, BindingState, str], int]] = []
+    for edge in view.path:
+        if runs and runs[-1][0] == edge:
+            runs[-1] = (edge, runs[-1][1] + 1)
+        else:
+            runs.append((edge, 1))
+    return [(a, b, f"{event} ({n} times)" if n > 1 else event) for (a, b, event), n in runs]
+
+
+# -- access ---------------------------------------------------------------------------------------
+
+
+def allowed(settings: Settings, headers: Any) -> bool:
+    """The API token as a bearer, or the configured proxy header with a non-empty value."""
+    if bearer_ok(headers.get("Authorization"), settings.api_token):
+        return True
+    name = settings.dashboard_header
+    return bool(name) and bool((headers.get(name) or "").strip())
+
+
+@bp.before_request
+def _authenticate() -> Response | None:
+    if allowed(services_of().settings, request.headers):
+        return None
+    response = render("unauthorized.html.j2", 401)
+    response.headers["WWW-Authenticate"] = 'Bearer realm="gitops-bot"'
+    return response
+
+
+# -- the overview ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Listed:
+    """One request as the overview lists it."""
+
+    operation_id: str
+    title: str
+    project: str
+    subject_id: str
+    target_key: str
+    state: BindingState
+    step: Step
+    mr_url: str | None
+    created_at: datetime
+    updated_at: datetime
+    #: why it counts as pending besides its hint ("no change for 2h"), else None
+    stalled: str | None
+    now: datetime
+
+    @property
+    def hint(self) -> Hint:
+        """What the requester should make of it."""
+        return hint_for(self.state, self.step)
+
+    @property
+    def phase(self) -> str:
+        """The phase in words ("Merging")."""
+        return phase_title(self.state)
+
+    @property
+    def step_words(self) -> str:
+        """The step in words."""
+        return words(self.step)
+
+    @property
+    def age(self) -> str:
+        """Time since the request was made."""
+        return duration((self.now - self.created_at).total_seconds())
+
+    @property
+    def idle(self) -> str:
+        """Time since its last transition."""
+        return duration((self.now - self.updated_at).total_seconds())
+
+    @property
+    def section(self) -> str:
+        """failed, pending, in_flight or finished."""
+        if self.hint.kind == "failed":
+            return "failed"
+        if self.state in TERMINAL:
+            return "finished"
+        if self.hint.kind == "pending" or self.stalled:
+            return "pending"
+        return "in_flight"
+
+
+_LISTED = select(
+    OPERATIONS.c.id,
+    OPERATIONS.c.title,
+    OPERATIONS.c.project,
+    OPERATIONS.c.subject_id,
+    OPERATIONS.c.target_key,
+    OPERATIONS.c.step,
+    OPERATIONS.c.mr_url,
+    OPERATIONS.c.created_at,
+    OPERATIONS.c.updated_at,
+    OPERATIONS.c.deadline_at,
+    BINDINGS.c.state,
+).join(BINDINGS, BINDINGS.c.operation_id == OPERATIONS.c.id)
+
+
+def _listed(row: Row[Any], now: datetime, threshold: timedelta) -> Listed:
+    state = BindingState(row.state)
+    stalled = None
+    if state in IN_FLIGHT:
+        # a future deadline is a wait the bot has planned for (polls, approvers): not stalled
+        if row.deadline_at is not None and row.deadline_at < now:
+            stalled = f"past its deadline by {duration((now - row.deadline_at).total_seconds())}"
+        elif row.deadline_at is None and now - row.updated_at > threshold:
+            stalled = f"no change for {duration((now - row.updated_at).total_seconds())}"
+    return Listed(
+        operation_id=row.id,
+        title=row.title,
+        project=row.project,
+        subject_id=row.subject_id,
+        target_key=row.target_key,
+        state=state,
+        step=Step(row.step),
+        mr_url=row.mr_url if _web_url(row.mr_url) else None,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        stalled=stalled,
+        now=now,
+    )
+
+
+def overview(engine: Engine, now: datetime, threshold: timedelta) -> dict[str, list[Listed]]:
+    """The requests that own their binding, by section (two queries)."""
+    active = _LISTED.where(BINDINGS.c.state.in_([*IN_FLIGHT, *FAILED])).order_by(
+        OPERATIONS.c.updated_at, OPERATIONS.c.id
+    )
+    finished = _LISTED.where(BINDINGS.c.state.in_(list(TERMINAL))).order_by(
+        OPERATIONS.c.updated_at.desc(), OPERATIONS.c.id
+    )
+    with engine.connect() as conn:
+        rows = [
+            *conn.execute(active.limit(ACTIVE_LIMIT)),
+            *conn.execute(finished.limit(FINISHED_LIMIT)),
+        ]
+    sections: dict[str, list[Listed]] = {"failed": [], "pending": [], "in_flight": []}
+    sections["finished"] = []
+    for row in rows:
+        listed = _listed(row, now, threshold)
+        sections[listed.section].append(listed)
+    return sections
+
+
+def _banner(report: HooksReport | None, now: datetime) -> dict[str, Any] | None:
+    """What the hooks banner says, or None when there is nothing to warn about."""
+    if report is None or not (report.disabled or report.errors):
+        return None
+    return {
+        "report": report,
+        "ago": duration((now - report.checked_at).total_seconds()),
+        "old": now - report.checked_at > timedelta(seconds=3 * HOOKS_INTERVAL),
+    }
+
+
+@bp.get("/")
+def index() -> Response:
+    """In flight, pending, failed and recently finished requests, with the hooks banner."""
+    services = services_of()
+    now = utcnow()
+    threshold = timedelta(seconds=services.settings.step_timeout)
+    sections = overview(services.engine, now, threshold)
+    return render(
+        "index.html.j2",
+        sections=sections,
+        threshold=duration(threshold.total_seconds()),
+        banner=_banner(last_report(services.engine), now),
+        refresh=REFRESH_SECONDS,
+        now=now,
+    )
+
+
+# -- one request ----------------------------------------------------------------------------------
+
+
+def _web_url(url: str | None) -> bool:
+    return bool(url) and str(url).startswith(("https://", "http://"))
+
+
+@bp.get("/changes/<operation_id>")
+def change(operation_id: str) -> Response:
+    """One request: phase, step, hint, error, links, timeline with time in each state, path."""
+    services = services_of()
+    view = None
+    if OPERATION_ID.fullmatch(operation_id):
+        view = load_status(services.engine, operation_id)
+    if view is None:
+        return render("not_found.html.j2", 404, operation_id=operation_id)
+    now = utcnow()
+    path = collapsed_path(view)
+    return render(
+        "change.html.j2",
+        view=view,
+        phase=phase_title(view.phase),
+        step_words=words(view.step),
+        hint=view.hint,
+        detail=error_detail(view),
+        mr_url=view.mr_url if _web_url(view.mr_url) else None,
+        timeline=time_in_states(view.timeline, now),
+        finished=view.phase in TERMINAL or not view.owns_binding,
+        duration=duration,
+        step_name=step_name,
+        states=[path[0][0] or "(new)", *[to for _, to, _ in path]] if path else [],
+        diagram=path_diagram(path).rstrip("\n"),
+        now=now,
+    )

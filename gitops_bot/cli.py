@@ -294,3 +294,18 @@ def hooks_check(projects: tuple[str, ...], as_json: bool) -> None:
     else:
         click.echo(ops.check_text(report))
     sys.exit(ops.check_status(report))
+
+
+@main.command()
+@click.option("--timeout", type=float, default=120.0, show_default=True, help="Seconds allowed.")
+@click.option("--port", type=int, default=None, help="The bot's port (default: a free one).")
+def demo(timeout: float, port: int | None) -> None:
+    """See the bot work: a GitLab double, fake approval and deployment systems, two changes.
+
+    Runs the embedded bot on a temporary SQLite database (GITOPS_* settings are not used),
+    submits one change in each step order and prints each move until both are VALIDATED.
+    Exits 1 if they are not within --timeout seconds.
+    """
+    from gitops_bot import demo as the_demo
+
+    sys.exit(the_demo.run(click.echo, port=port, timeout=timeout))

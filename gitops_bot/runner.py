@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from flask import Flask
@@ -11,6 +12,8 @@ from bot.config import Settings
 from bot.store.engine import make_engine
 from bot.store.migrate import upgrade
 from webhooks import create_app
+
+log = logging.getLogger(__name__)
 
 
 class _Gunicorn(BaseApplication):  # type: ignore[misc]
@@ -106,9 +109,25 @@ def scheduler(settings: Settings) -> None:
             "gitops-bot scheduler needs GITOPS_REDIS_URL; on the embedded default "
             "`gitops-bot serve` runs the periodic jobs in-process"
         )
-    from jobs.schedule import register
+    from jobs.schedule import periodic_jobs, register
+
+    ids = [job.id for job in periodic_jobs(settings)]
+
+    class SelfHealingScheduler(Scheduler):  # type: ignore[misc]
+        """rq-scheduler that registers the periodic jobs again when Redis lost them.
+
+        rq-scheduler keeps them only in Redis: after a FLUSHALL (or a failover to an empty
+        replica) no sweep would ever run again, and nothing lost with Redis would be found.
+        One ZSCORE per periodic job per loop (every second) tells.
+        """
+
+        def enqueue_jobs(self) -> Any:
+            if any(job_id not in self for job_id in ids):
+                log.warning("periodic jobs missing from Redis; registering them again")
+                register(self, settings)
+            return super().enqueue_jobs()
 
     redis = make_redis(settings)
-    scheduler = Scheduler(queue_name=QUEUE_NAME, connection=redis, interval=1)
+    scheduler = SelfHealingScheduler(queue_name=QUEUE_NAME, connection=redis, interval=1)
     register(scheduler, settings)
     scheduler.run()

@@ -19,6 +19,7 @@ from bot.workflow.gitlab import on_merge_request, on_pipeline
 from bot.workflow.outcome import Outcome
 from bot.workflow.signals import on_deploy_callback, on_deployment_event
 from jobs import runtime
+from jobs.commands import on_note
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +66,7 @@ def route(
         return on_merge_request(engine, event, key)
     if isinstance(event, gitlab_events.DeploymentEvent):
         return on_deployment_event(engine, event, key)
-    return None  # notes: commands, handled by jobs.commands
+    return on_note(services, event)  # notes: MR commands (jobs/commands.py)
 
 
 def drive_later(services: Services, operation_id: str) -> None:

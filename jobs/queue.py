@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from redis import Redis
 from redis.exceptions import RedisError
@@ -23,6 +23,17 @@ FAILURE_TTL = 86400
 def rq_job_id(job_id: str | None) -> str | None:
     """Our readable ids ("drive:<uuid>") in the characters RQ allows."""
     return None if job_id is None else re.sub(r"[^A-Za-z0-9_-]", "-", job_id)
+
+
+def not_before(due: datetime) -> datetime:
+    """`due` rounded up to a whole second.
+
+    RQ keeps a scheduled job's time in whole seconds, truncated (`calendar.timegm`), so a job
+    due at 12.4 s would run from 12 s on: early by up to a second, which for a retry means
+    sooner than GitLab's Retry-After.
+    """
+    whole = due.replace(microsecond=0)
+    return whole if whole == due else whole + timedelta(seconds=1)
 
 
 class RQWorkQueue:
@@ -57,11 +68,11 @@ class RQWorkQueue:
     def enqueue_in(
         self, seconds: float, func: str, *args: object, job_id: str | None = None
     ) -> None:
-        """Runs `func(*args)` after `seconds` (RQ's scheduled job registry)."""
+        """Runs `func(*args)` after `seconds`, never sooner (RQ's scheduled job registry)."""
         job_id = rq_job_id(job_id)
         try:
-            self.queue.enqueue_in(
-                timedelta(seconds=seconds),
+            self.queue.enqueue_at(
+                not_before(datetime.now(UTC) + timedelta(seconds=seconds)),
                 func,
                 *args,
                 job_id=job_id,

@@ -108,11 +108,15 @@ def run_reconcile(
             or (op.merge_commit_sha is not None and op.merge_commit_sha in by_sha)
         ):
             report.exact.append(op.id)
-        elif op.mr_iid is not None and any(
-            key in in_order
-            and highest[key][0] > op.mr_iid
-            and (op.merged_at is None or highest[key][1] >= op.merged_at)
-            for key in op.names()
+        elif (
+            op.mr_iid is not None
+            # the flag may name the project by path or id, and so may the signals: any pairing
+            and op.names() & in_order
+            and any(
+                highest[key][0] > op.mr_iid
+                and (op.merged_at is None or highest[key][1] >= op.merged_at)
+                for key in op.names()
+            )
         ):
             report.watermark.append(op.id)
         else:

@@ -344,8 +344,12 @@ def _utc(moment: datetime) -> str:
 
 
 def _timeline_row(entry: TimelineEntry) -> dict[str, Any]:
-    if entry.stale:
-        change: Markup = Markup("ignored (stale event)")
+    if entry.stale and entry.source == "command":
+        # a command that moved nothing itself (status, help, a refusal): say what became of it
+        outcome = (entry.detail or "").split(":", 1)[0] or "noted"
+        change: Markup = Markup("command ") + md_escape(outcome)
+    elif entry.stale:
+        change = Markup("ignored (stale event)")
     else:
         before = code(entry.from_state) if entry.from_state else Markup("—")
         change = Markup(f"{before} → {code(entry.to_state)}")

@@ -13,10 +13,15 @@ Prints each rate and the ratios to (a) (target b/a >= 0.5). Runs in its own sche
 from __future__ import annotations
 
 import argparse
+import re
+import shutil
+import subprocess
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 
-from sqlalchemy import text
+from sqlalchemy import make_url, text
 from sqlalchemy.engine import Engine
 
 from bot.core.events import Event
@@ -28,6 +33,7 @@ from bot.store.migrate import upgrade
 from tests.builders import make_operation
 
 SCHEMA = "gitops_bench"
+DEFAULT_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
 
 def rate(work: Callable[[], None], seconds: float) -> float:
@@ -72,41 +78,93 @@ def fire_retry(engine: Engine, *, carry: bool) -> Callable[[], None]:
     return work
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--url", default="postgresql+psycopg://postgres@127.0.0.1:5432/test")
-    parser.add_argument("--seconds", type=float, default=5.0)
-    args = parser.parse_args()
-    admin = make_engine(args.url)
+def pgbench_rate(url: str, seconds: float) -> float | None:
+    """The same CAS UPDATE driven by pgbench (one client, its own connection), when installed."""
+    if shutil.which("pgbench") is None:
+        return None
+    parts = make_url(url)
+    script = Path(tempfile.mkstemp(suffix=".sql")[1])
+    script.write_text(
+        f"UPDATE {SCHEMA}.bench_plain SET version = version + 1 WHERE id = 1 AND version >= 0;\n"
+    )
+    out = subprocess.run(
+        [
+            "pgbench",
+            "-n",
+            "-c",
+            "1",
+            "-T",
+            str(max(1, int(seconds))),
+            "-f",
+            str(script),
+            "-h",
+            parts.host or "127.0.0.1",
+            "-p",
+            str(parts.port or 5432),
+            "-U",
+            parts.username or "postgres",
+            parts.database or "postgres",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    found = re.search(r"tps = ([\d.]+)", out.stdout)
+    return float(found.group(1)) if found else None
+
+
+def measure(url: str = DEFAULT_URL, seconds: float = 5.0) -> dict[str, float | None]:
+    """Rates per second of (a) plain CAS, (b) fire holding its read, (c) fire reading first,
+    (d) (c) on the portable write, and pgbench's rate for (a)."""
+    admin = make_engine(url)
     with admin.begin() as conn:
         conn.execute(text(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE"))
         conn.execute(text(f"CREATE SCHEMA {SCHEMA}"))
     admin.dispose()
-    sep = "&" if "?" in args.url else "?"
-    engine = make_engine(f"{args.url}{sep}options=-csearch_path%3D{SCHEMA}", pool_size=1)
+    sep = "&" if "?" in url else "?"
+    engine = make_engine(f"{url}{sep}options=-csearch_path%3D{SCHEMA}", pool_size=1)
     upgrade(engine)
-
-    plain = rate(plain_cas(engine), args.seconds)
-    carried = rate(fire_retry(engine, carry=True), args.seconds)
-    reading = rate(fire_retry(engine, carry=False), args.seconds)
-    original = fire_sql.write_postgres
-    fire_sql.write_postgres = fire_module._write_generic  # type: ignore[assignment]
     try:
-        generic = rate(fire_retry(engine, carry=False), args.seconds)
+        plain = rate(plain_cas(engine), seconds)
+        carried = rate(fire_retry(engine, carry=True), seconds)
+        reading = rate(fire_retry(engine, carry=False), seconds)
+        original = fire_sql.write_postgres
+        fire_sql.write_postgres = fire_module._write_generic  # type: ignore[assignment]
+        try:
+            generic = rate(fire_retry(engine, carry=False), seconds)
+        finally:
+            fire_sql.write_postgres = original
+        pgbench = pgbench_rate(url, seconds)
     finally:
-        fire_sql.write_postgres = original
-    print(f"database: {engine.url.render_as_string(hide_password=True)} (schema {SCHEMA})")
+        with engine.begin() as conn:
+            conn.execute(text(f"DROP SCHEMA {SCHEMA} CASCADE"))
+        engine.dispose()
+    return {
+        "plain": plain,
+        "fire_held": carried,
+        "fire_reading": reading,
+        "fire_portable": generic,
+        "pgbench": pgbench,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--url", default=DEFAULT_URL)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    args = parser.parse_args()
+    figures = measure(args.url, args.seconds)
+    plain = figures["plain"] or 1.0
     rows = [
-        ("(a) plain CAS UPDATE + commit", plain, ""),
-        ("(b) fire(), holding the operation it read", carried, "  (target >= 0.5)"),
-        ("(c) fire(), reading the operation first", reading, ""),
-        ("(d) (c) with the portable multi-statement write", generic, ""),
+        ("(a) plain CAS UPDATE + commit", figures["plain"], ""),
+        ("(b) fire(), holding the operation it read", figures["fire_held"], "  (target >= 0.5)"),
+        ("(c) fire(), reading the operation first", figures["fire_reading"], ""),
+        ("(d) (c) with the portable multi-statement write", figures["fire_portable"], ""),
+        ("(e) (a) driven by pgbench", figures["pgbench"], ""),
     ]
     for label, value, note in rows:
-        print(f"{label:<50} {value:7.0f} /s  ratio to (a) {value / plain:.2f}{note}")
-    with engine.begin() as conn:
-        conn.execute(text(f"DROP SCHEMA {SCHEMA} CASCADE"))
-    engine.dispose()
+        if value is not None:
+            print(f"{label:<50} {value:7.0f} /s  ratio to (a) {value / plain:.2f}{note}")
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from redis import Redis
 from sqlalchemy import text
@@ -37,6 +38,8 @@ from bot.store.engine import make_engine
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "merge_request.json"
 SECRET = "bench-secret"
+DEFAULT_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+DEFAULT_REDIS = "redis://127.0.0.1:6379/12"
 SCHEMA = "gitops_bench_ingress"
 HEADERS = {
     "X-Gitlab-Event": "Merge Request Hook",
@@ -175,61 +178,82 @@ def quantile(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=1000)[int(q * 1000) - 1] if len(values) > 1 else 0.0
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--url", default="postgresql+psycopg://postgres@127.0.0.1:5432/test")
-    parser.add_argument("--redis", default="redis://127.0.0.1:6379/12")
-    parser.add_argument("--seconds", type=int, default=10)
-    parser.add_argument("--rate", type=int, default=250)
-    args = parser.parse_args()
-    admin = make_engine(args.url)
+def measure(
+    url: str = DEFAULT_URL, redis_url: str = DEFAULT_REDIS, seconds: int = 10, rate: int = 250
+) -> dict[str, Any]:
+    """Throughput and paced latency of the bare endpoint and the bot, same gunicorn config."""
+    admin = make_engine(url)
     with admin.begin() as conn:
         conn.execute(text(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE"))
         conn.execute(text(f"CREATE SCHEMA {SCHEMA}"))
-    Redis.from_url(args.redis).flushdb()
+    Redis.from_url(redis_url).flushdb()
     env = {
-        "GITOPS_DATABASE_URL": f"{args.url}?options=-csearch_path%3D{SCHEMA}",
-        "GITOPS_REDIS_URL": args.redis,
+        "GITOPS_DATABASE_URL": f"{url}?options=-csearch_path%3D{SCHEMA}",
+        "GITOPS_REDIS_URL": redis_url,
         "GITOPS_WEBHOOK_SECRET": SECRET,
     }
     body = FIXTURE.read_bytes()
     use_wrk = shutil.which("wrk") is not None
-    results: dict[str, tuple[float, int, list[float], int]] = {}
+    figures: dict[str, Any] = {
+        "load": "wrk -t2 -c32" if use_wrk else "python, 16 connections",
+        "seconds": seconds,
+        "rate": rate,
+    }
     try:
         for name, app in (
             ("bare", "tests.bench.bare_app:create_app()"),
             ("bot", "webhooks:create_app()"),
         ):
             with gunicorn(app, env) as port:
-                rate, bad = (
-                    wrk_rate(port, FIXTURE, args.seconds)
+                throughput, bad = (
+                    wrk_rate(port, FIXTURE, seconds)
                     if use_wrk
-                    else python_rate(port, body, args.seconds)
+                    else python_rate(port, body, seconds)
                 )
-                latencies, paced_bad = paced(port, body, args.rate, args.seconds)
-                results[name] = (rate, bad, latencies, paced_bad)
+                latencies, paced_bad = paced(port, body, rate, seconds)
+            figures[name] = {
+                "throughput": throughput,
+                "non_2xx": bad + paced_bad,
+                "p50_ms": quantile(latencies, 0.5) * 1000,
+                "p99_ms": quantile(latencies, 0.99) * 1000,
+                "max_ms": max(latencies) * 1000,
+                "requests": len(latencies),
+            }
     finally:
         with admin.begin() as conn:
-            stored = conn.execute(text(f"SELECT count(*) FROM {SCHEMA}.inbox")).scalar_one()
+            figures["stored"] = conn.execute(
+                text(f"SELECT count(*) FROM {SCHEMA}.inbox")
+            ).scalar_one()
             conn.execute(text(f"DROP SCHEMA {SCHEMA} CASCADE"))
         admin.dispose()
-        Redis.from_url(args.redis).flushdb()
+        Redis.from_url(redis_url).flushdb()
+    figures["ratio"] = figures["bot"]["throughput"] / figures["bare"]["throughput"]
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--url", default=DEFAULT_URL)
+    parser.add_argument("--redis", default=DEFAULT_REDIS)
+    parser.add_argument("--seconds", type=int, default=10)
+    parser.add_argument("--rate", type=int, default=250)
+    args = parser.parse_args()
+    figures = measure(args.url, args.redis, args.seconds, args.rate)
     from webhooks import gunicorn_conf as conf
 
     print(
         f"gunicorn: {conf.workers} workers x {conf.threads} threads ({conf.worker_class}); "
-        f"load: {'wrk -t2 -c32' if use_wrk else 'python, 16 connections'}, {args.seconds} s"
+        f"load: {figures['load']}, {args.seconds} s"
     )
-    for name, (rate, bad, latencies, paced_bad) in results.items():
+    for name in ("bare", "bot"):
+        f = figures[name]
         print(
-            f"{name:5} throughput {rate:8.0f} req/s (non-2xx {bad}); at {args.rate} req/s: "
-            f"p50 {quantile(latencies, 0.5) * 1000:5.1f} ms, p99 "
-            f"{quantile(latencies, 0.99) * 1000:5.1f} ms, max {max(latencies) * 1000:6.1f} ms, "
-            f"non-2xx {paced_bad}, {len(latencies)} requests"
+            f"{name:5} throughput {f['throughput']:8.0f} req/s; at {args.rate} req/s: "
+            f"p50 {f['p50_ms']:5.1f} ms, p99 {f['p99_ms']:5.1f} ms, max {f['max_ms']:6.1f} ms, "
+            f"non-2xx {f['non_2xx']}, {f['requests']} requests"
         )
-    ratio = results["bot"][0] / results["bare"][0]
-    print(f"throughput ratio bot/bare = {ratio:.2f}   (target >= 0.5)")
-    print(f"deliveries stored by the bot: {stored}")
+    print(f"throughput ratio bot/bare = {figures['ratio']:.2f}   (target >= 0.5)")
+    print(f"deliveries stored by the bot: {figures['stored']}")
 
 
 if __name__ == "__main__":

@@ -58,7 +58,7 @@ def fresh_engine(url: str) -> Engine:
     return engine
 
 
-def waiting(engine: Engine, redis: Redis, n: int) -> None:
+def waiting(engine: Engine, redis: Redis, n: int) -> dict[str, float]:
     """Part 1: n operations waiting on pipelines."""
     queue = RQWorkQueue(redis)
     redis.flushdb()
@@ -85,9 +85,16 @@ def waiting(engine: Engine, redis: Redis, n: int) -> None:
     print(f"  threads in this process: {threads_before} before, {threading.active_count()} after")
     print(f"  Redis memory for {n} delayed polls: {used / 1e6:.1f} MB ({used / n:.0f} bytes each)")
     print(f"  delayed jobs in Redis: {queue.queue.scheduled_job_registry.count}")
+    return {
+        "waiting": float(n),
+        "threads_before": float(threads_before),
+        "threads_after": float(threading.active_count()),
+        "redis_bytes": float(used),
+        "delayed_jobs": float(queue.queue.scheduled_job_registry.count),
+    }
 
 
-def constant_queries(engine: Engine, redis: Redis, rows: int) -> None:
+def constant_queries(engine: Engine, redis: Redis, rows: int) -> dict[str, float]:
     """Part 2: sweep and reconcile over `rows` operations."""
     now = utcnow()
     overdue = rows // 100
@@ -132,6 +139,7 @@ def constant_queries(engine: Engine, redis: Redis, rows: int) -> None:
     services = Services(settings=settings, engine=engine, queue=RQWorkQueue(redis), redis=redis)
     counter = Statements(engine)
     redis.flushdb()
+    figures: dict[str, float] = {"rows": float(total)}
     for label, run in (
         ("sweep", lambda: run_sweep(services, now)),
         (
@@ -143,6 +151,9 @@ def constant_queries(engine: Engine, redis: Redis, rows: int) -> None:
         started = time.perf_counter()
         report = run()
         seconds = time.perf_counter() - started
+        key = label.split()[0] + ("_dry" if "dry" in label else "")
+        figures[f"{key}_statements"] = float(counter.count)
+        figures[f"{key}_ms"] = seconds * 1000
         print(
             f"{label} over {total} operations: {counter.count} SQL statements, "
             f"{seconds * 1000:.0f} ms  ({summary(report)})"
@@ -156,12 +167,38 @@ def constant_queries(engine: Engine, redis: Redis, rows: int) -> None:
         f"{counter.count} SQL statements (2 to find them, the rest one validation each), "
         f"{seconds * 1000:.0f} ms"
     )
+    figures["reconcile_validated"] = float(len(report.validated))
+    figures["reconcile_statements"] = float(counter.count)
+    figures["reconcile_ms"] = seconds * 1000
+    return figures
 
 
 def summary(report: object) -> str:
     """A report's lists as counts."""
     fields = vars(report)
     return ", ".join(f"{k} {len(v) if isinstance(v, list) else v}" for k, v in fields.items())
+
+
+def measure(
+    url: str = "postgresql+psycopg://postgres@127.0.0.1:5432/test",
+    redis_url: str = "redis://127.0.0.1:6379/12",
+    waiting_n: int = 10_000,
+    rows: int = 100_000,
+) -> dict[str, float]:
+    """Part 1 and part 2 together."""
+    engine = fresh_engine(url)
+    redis = Redis.from_url(redis_url)
+    try:
+        figures = waiting(engine, redis, waiting_n)
+        with engine.begin() as conn:
+            conn.execute(text("TRUNCATE operations, bindings, deploy_signals, audit_log, outbox"))
+        figures.update(constant_queries(engine, redis, rows))
+        return figures
+    finally:
+        redis.flushdb()
+        with engine.begin() as conn:
+            conn.execute(text(f"DROP SCHEMA {SCHEMA} CASCADE"))
+        engine.dispose()
 
 
 def main() -> None:
@@ -171,18 +208,7 @@ def main() -> None:
     parser.add_argument("--waiting", type=int, default=10_000)
     parser.add_argument("--rows", type=int, default=100_000)
     args = parser.parse_args()
-    engine = fresh_engine(args.url)
-    redis = Redis.from_url(args.redis)
-    try:
-        waiting(engine, redis, args.waiting)
-        with engine.begin() as conn:
-            conn.execute(text("TRUNCATE operations, bindings, deploy_signals, audit_log, outbox"))
-        constant_queries(engine, redis, args.rows)
-    finally:
-        redis.flushdb()
-        with engine.begin() as conn:
-            conn.execute(text(f"DROP SCHEMA {SCHEMA} CASCADE"))
-        engine.dispose()
+    measure(args.url, args.redis, args.waiting, args.rows)
 
 
 if __name__ == "__main__":

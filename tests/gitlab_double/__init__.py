@@ -1,34 +1,7 @@
-"""An in-memory GitLab for tests (REST v4 subset, webhooks, faults); see `GitLabDouble`.
-
-double = GitLabDouble()
-double.add_project("platform/config", files={"config/prod.yaml": "replicas: 2\n"})
-double.add_user("bot", token="t", access={"platform/config": Access.DEVELOPER})
-with double.mocked():                 # python-gitlab / requests through `responses`
-    gitlab.Gitlab("https://gitlab.example.com", private_token="t").auth()
-with double.serve() as base_url:      # or a real threaded server on 127.0.0.1
-    ...
-"""
+"""The GitLab double now lives in `gitops_bot.fakes.gitlab` (the demo runs it too); re-exported
+here so the suite's imports keep working."""
 
 from __future__ import annotations
 
-from .double import GitLabDouble
-from .errors import ApiError
-from .faults import Call, FaultRule
-from .model import Access, Deployment, Hook, MergeRequest, Note, Pipeline, Project, User
-from .webhooks import Delivery
-
-__all__ = [
-    "Access",
-    "ApiError",
-    "Call",
-    "Delivery",
-    "Deployment",
-    "FaultRule",
-    "GitLabDouble",
-    "Hook",
-    "MergeRequest",
-    "Note",
-    "Pipeline",
-    "Project",
-    "User",
-]
+from gitops_bot.fakes.gitlab import *  # noqa: F403
+from gitops_bot.fakes.gitlab import __all__ as __all__

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote, urlsplit
 
@@ -32,6 +33,17 @@ TIMEOUT_MARK = "X-Gitlab-Double-Timeout"
 ROUTE_MODULES = (notes, routes_mr, routes_repo)
 
 
+@dataclass
+class HungCall:
+    """A call a real-server "timeout" fault is holding: who made it, and its release."""
+
+    method: str
+    path: str
+    #: the caller's TCP port (tests find the calling process by it)
+    remote_port: int | None
+    released: threading.Event = field(default_factory=threading.Event)
+
+
 class DoubleApp:
     """WSGI callable: one request at a time through the state, under the double's lock."""
 
@@ -50,6 +62,8 @@ class DoubleApp:
         self.stopping = stopping
         #: How long a "timeout" fault holds a real-server answer (bounded; the test double only).
         self.hang_seconds = 3.0
+        #: calls held by "timeout" faults on the real server, oldest first
+        self.hung: list[HungCall] = []
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         request = Request(environ)
@@ -59,8 +73,21 @@ class DoubleApp:
             response.headers[TIMEOUT_MARK] = "1"
         elif hang:
             # The client gives up first; the mutation (if any) has already happened.
-            self.stopping.wait(min(self.hang_seconds, 30.0))
+            port = environ.get("REMOTE_PORT")
+            path = unquote(urlsplit(raw_uri).path).removeprefix("/api/v4")
+            held = HungCall(request.method, path, int(port) if port else None)
+            with self.lock:
+                self.hung.append(held)
+            if not self.stopping.is_set():
+                held.released.wait(min(self.hang_seconds, 30.0))
+            held.released.set()
         return response(environ, start_response)
+
+    def release_hung(self) -> None:
+        """Ends every hold now."""
+        with self.lock:
+            for held in self.hung:
+                held.released.set()
 
     def handle(self, request: Request, raw_path: str) -> tuple[Response, bool]:
         """The answer to one request, and whether it must hang (a timeout fault)."""

@@ -27,6 +27,15 @@ class WebhookMixin(ControlMixin):
         """Webhooks GitLab would have sent to enabled, subscribed hooks (oldest first)."""
         return self.state.outgoing
 
+    def take_outgoing(self, timeout: float = 0.0) -> list[webhooks.Delivery]:
+        """Waits up to `timeout` seconds for a queued webhook, then removes and returns all."""
+        self.state.emitted.wait(timeout)
+        with self.lock:
+            self.state.emitted.clear()
+            queued = list(self.state.outgoing)
+            self.state.outgoing.clear()
+        return queued
+
     def webhook(
         self,
         kind: str,

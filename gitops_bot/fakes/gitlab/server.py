@@ -85,6 +85,7 @@ def serve(app: DoubleApp, host: str = "127.0.0.1") -> Iterator[str]:
         yield f"http://{host}:{server.port}"
     finally:
         app.stopping.set()
+        app.release_hung()
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)

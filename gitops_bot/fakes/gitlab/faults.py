@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .routing import Reply
@@ -22,10 +23,13 @@ class FaultRule:
     path_contains: str | None = None
     retry_after: float | None = None
     apply: bool = True
+    path_endswith: str | None = None
 
     def matches(self, method: str, path: str) -> bool:
         """Whether a call (method, decoded API path) is one this rule hits."""
         if self.methods is not None and method not in self.methods:
+            return False
+        if self.path_endswith is not None and not path.rstrip("/").endswith(self.path_endswith):
             return False
         return self.path_contains is None or self.path_contains in path
 
@@ -59,12 +63,13 @@ class FaultPlan:
         path_contains: str | None,
         retry_after: float | None,
         apply: bool,
+        path_endswith: str | None = None,
     ) -> FaultRule:
         """Queues a rule for the next `n` matching calls."""
         if isinstance(methods, str):
             methods = [methods]
         wanted = frozenset(m.upper() for m in methods) if methods is not None else None
-        rule = FaultRule(n, status, wanted, path_contains, retry_after, apply)
+        rule = FaultRule(n, status, wanted, path_contains, retry_after, apply, path_endswith)
         self.rules.append(rule)
         return rule
 
@@ -92,6 +97,8 @@ class Call:
     status: int
     user: str | None = None
     fault: str | None = None
+    #: when the call was answered (time.monotonic)
+    at: float = field(default_factory=time.monotonic)
 
 
 def select(

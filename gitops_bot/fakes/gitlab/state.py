@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import threading
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any
@@ -39,6 +40,8 @@ class State:
         self.projects: dict[int, Project] = {}
         self.commits: dict[str, Commit] = {}
         self.outgoing: list[webhooks.Delivery] = []
+        #: set whenever a webhook is queued (a relay waits on it instead of polling)
+        self.emitted = threading.Event()
         self._counters: dict[str, Iterator[int]] = {}
 
     def next_id(self, kind: str, start: int = 1) -> int:
@@ -258,3 +261,4 @@ class State:
             headers = webhooks.headers(kind, hook.token, instance=self.web_url)
             body = json.dumps(payload).encode()
             self.outgoing.append(webhooks.Delivery(kind, hook.url, headers, body, hook.id))
+            self.emitted.set()

@@ -1,7 +1,8 @@
 """Webhook payloads built on GitLab's documented examples, filled with the double's values.
 
-Each builder copies the documented payload (tests/fixtures/*.json), keeps its keys, and
-overwrites ids, iids, project, shas, statuses, texts, users and action from the state.
+Each builder copies the documented payload (examples/*.json: copies of tests/fixtures/ that a
+test keeps equal), keeps its keys, and overwrites ids, iids, project, shas, statuses, texts,
+users and action from the state.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from .state import State
 
 JSON = dict[str, Any]
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parent / "examples"
 #: kind -> (documented example, X-Gitlab-Event)
 EVENTS = {
     "merge_request": ("merge_request.json", "Merge Request Hook"),

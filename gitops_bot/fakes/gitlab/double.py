@@ -1,6 +1,7 @@
 """`GitLabDouble`: an in-memory GitLab speaking a REST v4 subset, for every test tier.
 
 In-process through `responses` (`mount` / `mocked`), or as a real local server (`serve`).
+`responses` is imported only when used: the demo runs the double without the test extras.
 """
 
 from __future__ import annotations
@@ -9,16 +10,18 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
-
-import responses
+from typing import TYPE_CHECKING
 
 from . import server
-from .app import DoubleApp
+from .app import DoubleApp, HungCall
 from .deliveries import WebhookMixin
 from .faults import Call, FaultPlan, FaultRule, FaultStatus, select
 from .model import MergeRequest, Project, User
 from .seeding import ProjectRef
 from .state import State
+
+if TYPE_CHECKING:
+    import responses
 
 
 class GitLabDouble(WebhookMixin):
@@ -94,6 +97,8 @@ class GitLabDouble(WebhookMixin):
         self, base_url: str = "https://gitlab.example.com"
     ) -> Iterator[responses.RequestsMock]:
         """A `responses` mock with the double mounted (unfired methods are not an error)."""
+        import responses
+
         with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
             self.mount(mock, base_url)
             yield mock
@@ -113,11 +118,15 @@ class GitLabDouble(WebhookMixin):
         path_contains: str | None = None,
         retry_after: float | None = None,
         apply: bool = True,
+        path_endswith: str | None = None,
     ) -> FaultRule:
         """The next `n` matching calls answer `status`; "timeout" applies (unless `apply=False`)
-        the call, then raises ReadTimeout (responses) or hangs (server)."""
+        the call, then raises ReadTimeout (responses) or hangs (server). `path_endswith` tells
+        `/merge` from `/merge_requests/7`."""
         with self.lock:
-            return self.faults.add(n, status, methods, path_contains, retry_after, apply)
+            return self.faults.add(
+                n, status, methods, path_contains, retry_after, apply, path_endswith
+            )
 
     def calls_matching(
         self,
@@ -143,6 +152,15 @@ class GitLabDouble(WebhookMixin):
         return len(
             self.calls_matching(method, path_contains, path_endswith=path_endswith, status=status)
         )
+
+    def hung_calls(self) -> list[HungCall]:
+        """Calls a real-server "timeout" fault is holding now (with the caller's TCP port)."""
+        with self.lock:
+            return [call for call in self.app.hung if not call.released.is_set()]
+
+    def release_hung(self) -> None:
+        """Lets every held call answer now (the client may have given up already)."""
+        self.app.release_hung()
 
     def clear_calls(self) -> None:
         """Forgets the recorded calls."""

@@ -1,0 +1,36 @@
+"""An in-memory GitLab for tests and the demo (REST v4 subset, webhooks, faults).
+
+double = GitLabDouble()
+double.add_project("platform/config", files={"config/prod.yaml": "replicas: 2\n"})
+double.add_user("bot", token="t", access={"platform/config": Access.DEVELOPER})
+with double.mocked():                 # python-gitlab / requests through `responses`
+    gitlab.Gitlab("https://gitlab.example.com", private_token="t").auth()
+with double.serve() as base_url:      # or a real threaded server on 127.0.0.1
+    ...
+"""
+
+from __future__ import annotations
+
+from .app import HungCall
+from .double import GitLabDouble
+from .errors import ApiError
+from .faults import Call, FaultRule
+from .model import Access, Deployment, Hook, MergeRequest, Note, Pipeline, Project, User
+from .webhooks import Delivery
+
+__all__ = [
+    "Access",
+    "ApiError",
+    "Call",
+    "Delivery",
+    "Deployment",
+    "FaultRule",
+    "GitLabDouble",
+    "Hook",
+    "HungCall",
+    "MergeRequest",
+    "Note",
+    "Pipeline",
+    "Project",
+    "User",
+]

@@ -1,0 +1,196 @@
+"""Builders for MR command tests: people with roles, a person's MR, notes typed and delivered.
+
+Everything goes through the in-process `Bot` (tests/workflow/harness.py): a note is stored on the
+GitLab double, its Note Hook is posted to `/webhooks/gitlab` with the webhook secret, and
+`bot.settle()` runs the jobs that follow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import fakeredis
+import responses
+from redis import Redis
+from sqlalchemy import select
+from sqlalchemy.engine import Engine
+
+from bot.core.states import BindingState as S
+from bot.core.states import Flow
+from bot.store.models import AUDIT, OPERATIONS
+from gitops_bot.fakes.gitlab.routing import Ctx, Reply, router
+from jobs.outbox import dispatch
+from tests.builders import operation
+from tests.conftest import REDIS_URL
+from tests.gitlab_double import Access, Note
+from tests.workflow.harness import PROJECT, SECRETS, Bot
+
+#: The roles of the matrix: username -> access level on PROJECT (0: not a member).
+#: alice writes the MRs (a Developer, as anyone pushing a branch in the project is).
+PEOPLE: dict[str, int] = {
+    "alice": Access.DEVELOPER,
+    "maria": Access.MAINTAINER,
+    "dave": Access.DEVELOPER,
+    "rita": Access.REPORTER,
+    "gus": Access.GUEST,
+    "nora": 0,
+}
+AUTHOR = "alice"
+BOT = "gitops-bot"
+
+
+@contextmanager
+def running_bot(db: Engine) -> Iterator[Bot]:
+    """The bot with its doubles (Redis db of GITOPS_TEST_REDIS_URL, else fakeredis) and PEOPLE."""
+    redis: Redis = Redis.from_url(REDIS_URL) if REDIS_URL else fakeredis.FakeRedis()
+    redis.flushdb()
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
+        bot = Bot(db, redis, rsps)
+        add_people(bot)
+        try:
+            yield bot
+        finally:
+            bot.close()
+            redis.flushdb()
+
+
+def add_people(bot: Bot) -> None:
+    """Adds every person of PEOPLE with their access level on the project."""
+    for name, level in PEOPLE.items():
+        bot.gitlab.add_user(name, access={PROJECT: level} if level else {})
+
+
+def person_mr(
+    bot: Bot,
+    branch: str = "feature",
+    *,
+    author: str = AUTHOR,
+    files: dict[str, str | None] | None = None,
+    title: str = "Scale service-a to 3",
+) -> int:
+    """A person's MR on the project (by default changing config/prod.yaml); its iid."""
+    changes = files if files is not None else {"config/prod.yaml": "replicas: 3\n"}
+    mr = bot.gitlab.open_mr(PROJECT, branch, author=author, files=changes, title=title)
+    return mr.iid
+
+
+def deliver(bot: Bot, iid: int, note_id: int, **kw: Any) -> int:
+    """Posts the note's Note Hook (fresh Idempotency-Key); the HTTP status the bot answered."""
+    headers, body = bot.gitlab.webhook(
+        "note", project=PROJECT, iid=iid, note_id=note_id, token=SECRETS["webhook"], **kw
+    )
+    return bot.client.post("/webhooks/gitlab", data=body, headers=headers).status_code
+
+
+def say(bot: Bot, user: str, body: str, iid: int, *, settle: bool = True) -> Note:
+    """`user` comments `body` on MR !iid; the hook is delivered and the jobs run."""
+    note = bot.gitlab.add_note(PROJECT, iid, user, body)
+    assert deliver(bot, iid, note.id) < 300
+    if settle:
+        bot.settle()
+    return note
+
+
+def awards(bot: Bot, iid: int, note_id: int) -> list[str]:
+    """The emoji names awarded on a note."""
+    return [a.name for a in bot.gitlab.mr(PROJECT, iid).notes[note_id].awards]
+
+
+def bot_notes(bot: Bot, iid: int) -> list[str]:
+    """Bodies of the bot's own notes on the MR (replies and status comments)."""
+    me = bot.gitlab.user(BOT).id
+    return [n.body for n in bot.gitlab.mr(PROJECT, iid).notes.values() if n.author_id == me]
+
+
+def replies(bot: Bot, iid: int) -> list[str]:
+    """The bot's replies to commands on the MR (not its status comment)."""
+    return [b for b in bot_notes(bot, iid) if "gitops-bot:reply:" in b]
+
+
+def operations_of(bot: Bot, iid: int) -> list[dict[str, Any]]:
+    """Operations carrying MR !iid, oldest first."""
+    with bot.services.engine.connect() as conn:
+        rows = conn.execute(
+            select(OPERATIONS).where(OPERATIONS.c.mr_iid == iid).order_by(OPERATIONS.c.created_at)
+        ).all()
+    return [dict(r._mapping) for r in rows]
+
+
+def audit_rows(bot: Bot, correlation_id: str | None = None) -> list[dict[str, Any]]:
+    """Audit rows (those of one correlation id when given), oldest first."""
+    query = select(AUDIT).order_by(AUDIT.c.id)
+    if correlation_id is not None:
+        query = query.where(AUDIT.c.correlation_id == correlation_id)
+    with bot.services.engine.connect() as conn:
+        return [dict(r._mapping) for r in conn.execute(query)]
+
+
+def carry(bot: Bot, iid: int, **kw: Any) -> str:
+    """Registers MR !iid as `/gitops apply` would (without a command) and drives it once."""
+    mr = bot.gitlab.mr(PROJECT, iid)
+    return bot.request(
+        Flow.MR_FIRST,
+        subject_id=f"{PROJECT}!{iid}",
+        target_key=f"{PROJECT}:{mr.target_branch}",
+        title=mr.title,
+        files=[],
+        mr_iid=iid,
+        **kw,
+    )
+
+
+def to_validated(bot: Bot, op_id: str) -> None:
+    """Carries an MR-first operation whose MR exists through checks, approval, merge, deploy."""
+    bot.settle()
+    bot.pass_pipeline(op_id)
+    bot.settle()
+    assert bot.state(op_id) is S.APPROVAL_SENT
+    assert bot.approve(op_id) == 202
+    bot.settle()
+    assert bot.state(op_id) is S.MERGED
+    assert bot.deployed(op_id) == 202
+    bot.settle()
+    assert bot.state(op_id) is S.VALIDATED
+
+
+def flush_outbox(bot: Bot) -> None:
+    """Runs the outbox dispatcher (status comments, labels, closes, withdrawals) now."""
+    dispatch()
+
+
+def mr_iid_of(bot: Bot, op_id: str) -> int:
+    """The MR iid an operation carries."""
+    iid = operation(bot.services.engine, op_id)["mr_iid"]
+    assert isinstance(iid, int)
+    return iid
+
+
+# The double has no `GET .../merge_requests/:iid/diffs` yet; the revert of a `/gitops apply`
+# change reads it. This read-only route (registered once, on import) answers it from the double's
+# commits: every path whose content differs between the target before the merge (or the target
+# head, while open) and the MR's head.
+@router.route("GET", "/projects/{project}/merge_requests/{iid:int}/diffs")
+def _mr_diffs(ctx: Ctx) -> Reply:
+    project = ctx.project()
+    mr = ctx.mr(project)
+    commits = ctx.state.commits
+    if mr.merge_commit_sha is not None:
+        base = commits[commits[mr.merge_commit_sha].parents[0]].tree
+    else:
+        base = commits[project.branches[mr.target_branch]].tree
+    head = commits[mr.sha].tree
+    rows = [
+        {
+            "old_path": path,
+            "new_path": path,
+            "new_file": path not in base,
+            "deleted_file": path not in head,
+            "renamed_file": False,
+            "diff": "",
+        }
+        for path in sorted(set(base) | set(head))
+        if base.get(path) != head.get(path)
+    ]
+    return ctx.paginate(rows)

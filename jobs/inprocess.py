@@ -11,9 +11,11 @@ from __future__ import annotations
 import logging
 import time
 import traceback
+from contextlib import suppress
 
 from redis import Redis
 from rq import Queue
+from rq.exceptions import InvalidJobOperation, NoSuchJobError
 from rq.job import Job
 from rq.registry import ScheduledJobRegistry
 
@@ -53,7 +55,10 @@ class InProcess:
             log.exception("job %s failed", job.func_name)
             self.errors.append((job.func_name or "?", traceback.format_exc()))
         finally:
-            job.delete()  # its id may be used again by the next job of the same kind
+            # its id may be used again by the next job of the same kind; a job already gone
+            # (deleted or flushed while it ran) has nothing left to delete
+            with suppress(InvalidJobOperation, NoSuchJobError):
+                job.delete()
         return True
 
     def burst(self, *, until: float | None = None, max_jobs: int = 10_000) -> int:

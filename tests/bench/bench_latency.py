@@ -143,7 +143,7 @@ def measure(
         "p90_ms": latencies[int(len(latencies) * 0.9) - 1],
         "max_ms": latencies[-1],
         "queued_median_ms": statistics.median(queued),
-        "workers": float(workers),
+        "workers": float(args.workers),
         "every_s": every,
     }
 

@@ -83,12 +83,21 @@ def retry_later(
     services: Services, op: OperationRow, now: datetime, retry_after: float | None = None
 ) -> bool:
     """Reschedules after a transient failure (backoff, never before Retry-After); False once
-    the step has failed transiently too often."""
+    the step has failed transiently too often.
+
+    The streak belongs to the operation's version: once the operation moves, the next step's
+    failures start from the first backoff and a whole budget again.
+    """
     progress = dict(op.progress)
-    failures = int(progress.get("transient", 0))
+    streak = progress.get("transient")
+    failures = (
+        int(streak.get("failures", 0))
+        if isinstance(streak, dict) and streak.get("version") == op.version
+        else 0
+    )
     if failures >= MAX_TRANSIENT:
         return False
-    progress["transient"] = failures + 1
+    progress["transient"] = {"version": op.version, "failures": failures + 1}
     delay = max(backoff(failures), retry_after or 0.0)
     drive_in(services, op, delay, now, progress=progress, pinned=False)
     return True

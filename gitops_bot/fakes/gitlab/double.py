@@ -128,6 +128,14 @@ class GitLabDouble(WebhookMixin):
                 n, status, methods, path_contains, retry_after, apply, path_endswith
             )
 
+    def fail_randomly(
+        self, rate: float, statuses: Iterable[int] = (500, 502, 503), *, seed: int | None = None
+    ) -> None:
+        """From now on each call (not taken by a queued fault) fails with probability `rate`
+        (0 turns it off), answering one of `statuses`; `seed` makes the draw repeatable."""
+        with self.lock:
+            self.faults.fail_randomly(rate, list(statuses), seed)
+
     def calls_matching(
         self,
         method: str | None = None,

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import random
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -54,6 +55,16 @@ class FaultPlan:
 
     def __init__(self) -> None:
         self.rules: list[FaultRule] = []
+        #: every call fails with this probability (after the queued rules), with one of these
+        self.random_rate = 0.0
+        self.random_statuses: tuple[int, ...] = (500,)
+        self.random = random.Random()
+
+    def fail_randomly(self, rate: float, statuses: Sequence[int], seed: int | None) -> None:
+        """Each later call fails with probability `rate`, answering one of `statuses`."""
+        self.random_rate = rate
+        self.random_statuses = tuple(statuses)
+        self.random = random.Random(seed)
 
     def add(
         self,
@@ -79,6 +90,8 @@ class FaultPlan:
             if rule.remaining > 0 and rule.matches(method, path):
                 rule.remaining -= 1
                 return rule
+        if self.random_rate > 0 and self.random.random() < self.random_rate:
+            return FaultRule(0, self.random.choice(self.random_statuses))
         return None
 
     def pending(self) -> int:

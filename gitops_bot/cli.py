@@ -266,10 +266,10 @@ def hooks() -> None:
 )
 def hooks_install(project: str, url: str | None) -> None:
     """Create or update PROJECT's hook (MR, pipeline, note, deployment events); idempotent."""
-    from gitops_bot import ops
+    from gitops_bot import ops_hooks
 
-    result, _ = ops.install_hook(Settings.from_env(), project, url)
-    click.echo(ops.install_text(project, result))
+    result, _ = ops_hooks.install_hook(Settings.from_env(), project, url)
+    click.echo(ops_hooks.install_text(project, result))
     if result.disabled:
         click.echo(
             "warning: GitLab still shows the hook disabled; send a test event from the "
@@ -284,16 +284,16 @@ def hooks_install(project: str, url: str | None) -> None:
 def hooks_check(projects: tuple[str, ...], as_json: bool) -> None:
     """Report hooks GitLab disabled after failed deliveries (exit 1; 2: a project unreadable)."""
     from bot.store.models import utcnow
-    from gitops_bot import ops
+    from gitops_bot import ops, ops_hooks
 
     settings = Settings.from_env()
     with ops.database(settings) as engine:
-        report = ops.check_hooks(engine, settings, projects, utcnow())
+        report = ops_hooks.check_hooks(engine, settings, projects, utcnow())
     if as_json:
         _echo_json(report.as_json())
     else:
-        click.echo(ops.check_text(report))
-    sys.exit(ops.check_status(report))
+        click.echo(ops_hooks.check_text(report))
+    sys.exit(ops_hooks.check_status(report))
 
 
 @main.command()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -15,37 +14,14 @@ from flask.testing import FlaskClient
 from sqlalchemy.engine import Engine
 
 from bot.config import Settings
-from bot.queueing import QueueUnavailable
 from bot.services import Services
+from tests.api import FakeQueue
 from webhooks import create_app
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 SECRET = "gitlab-hook-s3cret"
 APPROVAL_SECRET = "approval-s3cret"
 DEPLOY_SECRET = "deploy-s3cret"
-
-
-@dataclass
-class RecordingQueue:
-    """A WorkQueue that records what was enqueued; it can be told to be down."""
-
-    jobs: list[tuple[str, tuple[object, ...], str | None]] = field(default_factory=list)
-    down: bool = False
-
-    def enqueue(self, func: str, *args: object, job_id: str | None = None) -> None:
-        if self.down:
-            raise QueueUnavailable("redis is down")
-        self.jobs.append((func, args, job_id))
-
-    def enqueue_in(
-        self, seconds: float, func: str, *args: object, job_id: str | None = None
-    ) -> None:
-        self.enqueue(func, *args, job_id=job_id)
-
-    def length(self) -> int:
-        if self.down:
-            raise QueueUnavailable("redis is down")
-        return len(self.jobs)
 
 
 def settings(**kw: Any) -> Settings:
@@ -64,9 +40,7 @@ def settings(**kw: Any) -> Settings:
 @pytest.fixture
 def services(db: Engine) -> Services:
     """Services over the suite's database, a recording queue and fakeredis."""
-    return Services(
-        settings=settings(), engine=db, queue=RecordingQueue(), redis=fakeredis.FakeRedis()
-    )
+    return Services(settings=settings(), engine=db, queue=FakeQueue(), redis=fakeredis.FakeRedis())
 
 
 @pytest.fixture

@@ -59,7 +59,7 @@ def test_signed_callback_is_stored_once_per_request_id(
     ]
     assert codes == [202, 200, 200]
     assert stored(services) == [("approval:req-1", "received")]
-    assert len(services.queue.jobs) == 1
+    assert len(services.queue.enqueued) == 1
 
 
 @pytest.mark.parametrize(
@@ -101,7 +101,7 @@ def test_signed_but_malformed_callback_is_quarantined(
     assert response.status_code == 200
     [(_, status)] = stored(services)
     assert status == "quarantined"
-    assert services.queue.jobs == []
+    assert services.queue.enqueued == []
 
 
 def deploy_body(**kw: object) -> bytes:

@@ -47,7 +47,7 @@ def test_documented_payloads_are_stored_and_enqueued(
     assert response.status_code == 202
     [row] = rows(services)
     assert (row["status"], row["delivery_key"]) == ("received", f"gitlab:k-{name}")
-    assert services.queue.jobs == [("jobs.inbox.process", (row["id"],), None)]
+    assert services.queue.enqueued == [("jobs.inbox.process", (row["id"],), None)]
 
 
 @pytest.mark.parametrize("token", [None, "", "wrong", SECRET[:-1] + "X", SECRET + " "])
@@ -64,7 +64,7 @@ def test_a_bad_secret_is_401_and_stores_nothing(
     )
     assert response.status_code == 401
     assert rows(services) == []
-    assert services.queue.jobs == []
+    assert services.queue.enqueued == []
     assert deliveries("gitlab", "unauthorized") == before + 1
     assert SECRET not in response.get_data(as_text=True)
     assert SECRET not in caplog.text
@@ -96,7 +96,7 @@ def test_the_same_delivery_many_times_is_stored_once(
     ]
     assert statuses == [202] + [200] * (copies - 1)
     assert len(rows(services)) == 1
-    assert len(services.queue.jobs) == 1
+    assert len(services.queue.enqueued) == 1
 
 
 def test_without_idempotency_key_the_body_is_the_key(
@@ -154,7 +154,7 @@ def test_authenticated_garbage_is_quarantined_with_a_reason(
     [row] = rows(services)
     assert row["status"] == "quarantined"
     assert reason in str(row["reason"])
-    assert services.queue.jobs == []
+    assert services.queue.enqueued == []
     assert deliveries("gitlab", "quarantined") == before + 1
 
 
@@ -191,7 +191,7 @@ def test_redis_down_still_stores_and_answers(client: FlaskClient, services: Serv
     )
     assert response.status_code == 202
     assert [r["status"] for r in rows(services)] == ["received"]
-    assert services.queue.jobs == []
+    assert services.queue.enqueued == []
 
 
 def test_database_down_keeps_the_delivery_in_redis_until_it_is_back(

@@ -35,8 +35,8 @@ def jobs_use(services: Services) -> Iterator[None]:
 def run_queued(services: Services) -> list[str]:
     """Runs every queued inbox job once (burst mode); the statuses they marked."""
     done = []
-    while services.queue.jobs:
-        func, args, _ = services.queue.jobs.pop(0)
+    while services.queue.enqueued:
+        func, args, _ = services.queue.enqueued.pop(0)
         if func == "jobs.inbox.process":
             done.append(inbox_job.process(int(args[0])))  # type: ignore[call-overload]
     return done
@@ -74,13 +74,13 @@ def test_callback_before_sent_is_accepted(client: FlaskClient, services: Service
     assert run_queued_keep_drive(services) == ["processed"]
     assert binding_state(services.engine, op_id) is S.MR_CREATING
     assert operation(services.engine, op_id)["approval_id"] == "apr-1"
-    assert ("jobs.drive.drive", (op_id,), f"drive:{op_id}") in services.queue.jobs
+    assert ("jobs.drive.drive", (op_id,), f"drive:{op_id}") in services.queue.enqueued
 
 
 def run_queued_keep_drive(services: Services) -> list[str]:
     """Runs the queued inbox jobs and leaves the drive jobs they enqueued in the queue."""
-    inbox_jobs = [j for j in services.queue.jobs if j[0] == "jobs.inbox.process"]
-    services.queue.jobs = [j for j in services.queue.jobs if j[0] != "jobs.inbox.process"]
+    inbox_jobs = [j for j in services.queue.enqueued if j[0] == "jobs.inbox.process"]
+    services.queue.enqueued = [j for j in services.queue.enqueued if j[0] != "jobs.inbox.process"]
     return [inbox_job.process(int(args[0])) for _, args, _ in inbox_jobs]  # type: ignore[call-overload]
 
 

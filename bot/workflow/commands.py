@@ -1,275 +1,74 @@
 """What each MR command does to the database, once per note, with its audit row.
 
-Every function here runs one transaction that first looks for an audit row of the same note
-(correlation id `note:<id>`) and does nothing when there is one, so a delivery processed twice
-runs its command once. A command that moves an operation (apply, retry, cancel, revert) is
-audited by its transition row (source `command`, the commenter as actor, the note as
-correlation id); every other decided command (status, help, refusals) writes a version-0 row
-under the MR's operation id, or `mr:<project_id>!<iid>` when the MR has none. Version-0 rows keep
-`count(version > 0) == operation.version`. No GitLab call is made here: the caller reads first.
+Each verb runs in the note's one transaction (`once`, bot/workflow/command_once.py), which runs
+a note's command once however often it is delivered and audits what it decided; `/gitops
+revert` lives in bot/workflow/revert_command.py. Callers import every command from here. No
+GitLab call is made here: the caller reads first.
 """
 
 from __future__ import annotations
 
-import logging
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 
-from sqlalchemy import func, insert, or_, select, update
+from sqlalchemy import insert, update
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import IntegrityError
 
-from bot.core.commands import Verb
 from bot.core.events import Event, Source
-from bot.core.states import FAILED, REVERTIBLE, BindingState
+from bot.core.states import FAILED
 from bot.core.table import Effect
 from bot.errors import Conflict, IllegalTransition, InProgress, NotOwner, UnknownOperation
-from bot.store.fire import FireResult, fire_in, record_outcome
-from bot.store.models import AUDIT, BINDINGS, OPERATIONS, OUTBOX, utcnow
+from bot.store.fire import fire_in, record_outcome
+from bot.store.models import OPERATIONS, OUTBOX, utcnow
 from bot.store.submit import NewRequest, submit_in
+from bot.workflow.command_once import (
+    ACCEPTED,
+    NO_REQUEST,
+    CommandResult,
+    Invocation,
+    MrOperation,
+    MrRef,
+    audit_key,
+    audit_row,
+    mr_operation,
+    mr_operations,
+    note_correlation,
+    once,
+    previous,
+    record_ignored,
+    refuse_in,
+    words,
+)
+from bot.workflow.revert_command import revert, revert_candidate
 
-log = logging.getLogger(__name__)
-
-#: Transactions tried when another writer wins the compare-and-set race.
-ATTEMPTS = 3
-
-
-@dataclass(frozen=True, slots=True)
-class MrRef:
-    """The merge request a command was typed on."""
-
-    project_id: int
-    project_path: str
-    iid: int
-
-    @property
-    def key(self) -> str:
-        """The audit key of a command on an MR that carries no operation."""
-        return f"mr:{self.project_id}!{self.iid}"
-
-    @property
-    def subject_id(self) -> str:
-        """The subject of a `/gitops apply` request: the MR itself."""
-        return f"{self.project_path}!{self.iid}"
-
-    def target_key(self, target_branch: str) -> str:
-        """The target of a `/gitops apply` request: the project's branch it merges into."""
-        return f"{self.project_path}:{target_branch}"
-
-
-@dataclass(frozen=True, slots=True)
-class Invocation:
-    """One command typed by one person in one note."""
-
-    verb: Verb
-    actor: str
-    note_id: int
-    #: the command line, for the audit row's detail
-    line: str = ""
-
-    @property
-    def correlation_id(self) -> str:
-        """The audit correlation id that makes the note's command run once."""
-        return note_correlation(self.note_id)
-
-
-def note_correlation(note_id: int) -> str:
-    """The correlation id of the audit rows a note's command wrote."""
-    return f"note:{int(note_id)}"
-
-
-@dataclass(frozen=True, slots=True)
-class CommandResult:
-    """What a command did: accepted (and the transition it made), or refused and why."""
-
-    accepted: bool
-    reason: str | None = None
-    operation_id: str | None = None
-    moved: FireResult | None = None
-    #: the note was handled before: nothing ran now (accepted/reason are the earlier decision)
-    duplicate: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class MrOperation:
-    """The operation an MR carries: its id, state, and whether it still owns its binding."""
-
-    id: str
-    state: BindingState
-    owner: bool
-    mr_opened_by_bot: bool
-    subject_id: str
-    target_key: str
-
-
-# -- reading -------------------------------------------------------------------------------------
-
-
-def mr_operations(conn: Connection, mr: MrRef) -> list[MrOperation]:
-    """Every operation this MR carried, the one owning its binding first, then newest first."""
-    query = (
-        select(
-            OPERATIONS.c.id,
-            OPERATIONS.c.mr_opened_by_bot,
-            OPERATIONS.c.subject_id,
-            OPERATIONS.c.target_key,
-            BINDINGS.c.state,
-            BINDINGS.c.operation_id.label("owner_id"),
-        )
-        .join(BINDINGS, BINDINGS.c.id == OPERATIONS.c.binding_id)
-        .where(
-            OPERATIONS.c.mr_iid == mr.iid,
-            or_(OPERATIONS.c.project_id == mr.project_id, OPERATIONS.c.project == mr.project_path),
-        )
-        .order_by(OPERATIONS.c.created_at.desc(), OPERATIONS.c.id)
-    )
-    rows = conn.execute(query).all()
-    found = [
-        MrOperation(
-            r.id,
-            BindingState(r.state),
-            r.owner_id == r.id,
-            bool(r.mr_opened_by_bot),
-            r.subject_id,
-            r.target_key,
-        )
-        for r in rows
-    ]
-    return sorted(found, key=lambda op: not op.owner)  # stable: newest first otherwise
-
-
-def mr_operation(engine: Engine, mr: MrRef) -> MrOperation | None:
-    """The operation the MR carries now (the owner), else the latest one it carried."""
-    with engine.connect() as conn:
-        found = mr_operations(conn, mr)
-    return found[0] if found else None
-
-
-def audit_key(engine: Engine, mr: MrRef) -> str:
-    """Where a command on this MR is audited: its operation's id, else `mr:<pid>!<iid>`."""
-    op = mr_operation(engine, mr)
-    return op.id if op is not None else mr.key
-
-
-def previous(engine: Engine, mr: MrRef, note_id: int) -> CommandResult | None:
-    """The decision recorded for this note's command, or None when it never ran."""
-    with engine.connect() as conn:
-        return _previous(conn, mr, note_id)
-
-
-def _previous(conn: Connection, mr: MrRef, note_id: int) -> CommandResult | None:
-    keys = [mr.key, *(op.id for op in mr_operations(conn, mr))]
-    row = conn.execute(
-        select(AUDIT.c.operation_id, AUDIT.c.version, AUDIT.c.detail)
-        .where(
-            AUDIT.c.operation_id.in_(keys),
-            AUDIT.c.correlation_id == note_correlation(note_id),
-        )
-        .order_by(AUDIT.c.id)
-        .limit(1)
-    ).one_or_none()
-    if row is None:
-        return None
-    detail = str(row.detail or "")
-    refused = row.version == 0 and detail.startswith(REFUSED)
-    op_id = None if str(row.operation_id).startswith("mr:") else str(row.operation_id)
-    return CommandResult(
-        accepted=not refused,
-        reason=detail.removeprefix(REFUSED) if refused else None,
-        operation_id=op_id,
-        duplicate=True,
-    )
-
-
-# -- writing -------------------------------------------------------------------------------------
-
-ACCEPTED = "accepted: "
-NO_REQUEST = "there is no GitOps request on this merge request; comment /gitops apply to start one"
-REFUSED = "refused: "
-IGNORED = "ignored: "
-
-
-def _audit(
-    conn: Connection,
-    key: str,
-    verb: str,
-    actor: str,
-    correlation_id: str,
-    detail: str,
-    state: BindingState | None = None,
-) -> None:
-    """One version-0 audit row for a command that moved nothing (who, what, decided how)."""
-    conn.execute(
-        insert(AUDIT).values(
-            operation_id=key[:36],
-            from_state=state.value if state else None,
-            to_state=state.value if state else "-",
-            event=f"cmd:{verb}"[:32],
-            step=0,
-            version=0,
-            source=Source.COMMAND.value,
-            actor=actor[:255],
-            correlation_id=correlation_id,
-            detail=detail[:2000],
-            created_at=utcnow(),
-        )
-    )
-
-
-def record_ignored(engine: Engine, key: str, verb: str, actor: str, note_id: int, why: str) -> None:
-    """Audits a command that never runs (an edit, a system note, the bot's own, from a fork)."""
-    with engine.begin() as conn:
-        _audit(conn, key, verb, actor, f"{note_correlation(note_id)}:ignored", IGNORED + why)
-
-
-Body = Callable[[Connection], CommandResult]
-
-
-def _once(engine: Engine, mr: MrRef, inv: Invocation, body: Body) -> CommandResult:
-    """Runs `body` in a transaction unless the note's command ran already; retries lost races."""
-    for attempt in range(ATTEMPTS):
-        try:
-            with engine.begin() as conn:
-                _serialise(conn, inv.correlation_id)
-                earlier = _previous(conn, mr, inv.note_id)
-                if earlier is not None:
-                    return earlier
-                return body(conn)
-        except (Conflict, IntegrityError):
-            # someone moved the operation (or took the binding) first: read again, and find
-            # this note's own row if the other writer was a second delivery of it
-            log.info("command raced; trying again", extra={"correlation_id": inv.correlation_id})
-            if attempt == ATTEMPTS - 1:
-                raise
-    raise AssertionError("unreachable")
-
-
-def _serialise(conn: Connection, correlation_id: str) -> None:
-    """Makes a second run of the same note wait for the first one's commit, then see its rows.
-
-    Without it, on PostgreSQL (READ COMMITTED) a second run could find no earlier row and then
-    read the state the first run committed meanwhile, and act again (retry is legal twice in a
-    row). A transaction-scoped advisory lock per note closes that gap; SQLite's IMMEDIATE
-    transactions are serialised already.
-    """
-    if conn.dialect.name == "postgresql":
-        key = func.hashtextextended(f"gitops-bot:{correlation_id}", 0)
-        conn.execute(select(func.pg_advisory_xact_lock(key)))
-
-
-def _refuse(conn: Connection, key: str, inv: Invocation, reason: str) -> CommandResult:
-    _audit(conn, key, inv.verb.value, inv.actor, inv.correlation_id, REFUSED + reason)
-    return CommandResult(False, reason, None if key.startswith("mr:") else key)
+__all__ = [
+    "CommandResult",
+    "Invocation",
+    "MrOperation",
+    "MrRef",
+    "accept",
+    "apply",
+    "audit_key",
+    "cancel",
+    "mr_operation",
+    "mr_operations",
+    "note_correlation",
+    "previous",
+    "record_ignored",
+    "refuse",
+    "retry",
+    "revert",
+    "revert_candidate",
+    "status",
+]
 
 
 def refuse(engine: Engine, mr: MrRef, inv: Invocation, reason: str) -> CommandResult:
     """Records a refused command (not allowed, malformed, nothing to act on)."""
 
     def body(conn: Connection) -> CommandResult:
-        return _refuse(conn, _key(conn, mr), inv, reason)
+        return refuse_in(conn, _key(conn, mr), inv, reason)
 
-    return _once(engine, mr, inv, body)
+    return once(engine, mr, inv, body)
 
 
 def accept(engine: Engine, mr: MrRef, inv: Invocation, detail: str = "") -> CommandResult:
@@ -277,10 +76,10 @@ def accept(engine: Engine, mr: MrRef, inv: Invocation, detail: str = "") -> Comm
 
     def body(conn: Connection) -> CommandResult:
         key = _key(conn, mr)
-        _audit(conn, key, inv.verb.value, inv.actor, inv.correlation_id, ACCEPTED + detail)
+        audit_row(conn, key, inv.verb.value, inv.actor, inv.correlation_id, ACCEPTED + detail)
         return CommandResult(True, operation_id=None if key.startswith("mr:") else key)
 
-    return _once(engine, mr, inv, body)
+    return once(engine, mr, inv, body)
 
 
 def _key(conn: Connection, mr: MrRef) -> str:
@@ -299,7 +98,7 @@ def status(engine: Engine, mr: MrRef, inv: Invocation) -> CommandResult:
     def body(conn: Connection) -> CommandResult:
         found = mr_operations(conn, mr)
         if not found:
-            return _refuse(conn, mr.key, inv, NO_REQUEST)
+            return refuse_in(conn, mr.key, inv, NO_REQUEST)
         op = found[0]
         now = utcnow()
         # forget what the comment said last, so it is written even if nothing changed (a person
@@ -317,10 +116,10 @@ def status(engine: Engine, mr: MrRef, inv: Invocation) -> CommandResult:
             )
         )
         detail = ACCEPTED + "status comment queued"
-        _audit(conn, op.id, inv.verb.value, inv.actor, inv.correlation_id, detail, op.state)
+        audit_row(conn, op.id, inv.verb.value, inv.actor, inv.correlation_id, detail, op.state)
         return CommandResult(True, operation_id=op.id)
 
-    return _once(engine, mr, inv, body)
+    return once(engine, mr, inv, body)
 
 
 def _move(engine: Engine, mr: MrRef, inv: Invocation, event: Event) -> CommandResult:
@@ -329,10 +128,10 @@ def _move(engine: Engine, mr: MrRef, inv: Invocation, event: Event) -> CommandRe
     def body(conn: Connection) -> CommandResult:
         found = mr_operations(conn, mr)
         if not found:
-            return _refuse(conn, mr.key, inv, NO_REQUEST)
+            return refuse_in(conn, mr.key, inv, NO_REQUEST)
         op = found[0]
         if not op.owner:
-            return _refuse(conn, op.id, inv, "a newer request has replaced this one")
+            return refuse_in(conn, op.id, inv, "a newer request has replaced this one")
         started = time.perf_counter()
         try:
             moved = fire_in(
@@ -346,18 +145,18 @@ def _move(engine: Engine, mr: MrRef, inv: Invocation, event: Event) -> CommandRe
             )
         except IllegalTransition:
             record_outcome(event, "illegal", started)
-            reason = f"{inv.verb.value} is not possible while the request is {_words(op.state)}"
-            return _refuse(conn, op.id, inv, reason)
+            reason = f"{inv.verb.value} is not possible while the request is {words(op.state)}"
+            return refuse_in(conn, op.id, inv, reason)
         except (NotOwner, UnknownOperation):
             record_outcome(event, "stale", started)
-            return _refuse(conn, op.id, inv, "a newer request has replaced this one")
+            return refuse_in(conn, op.id, inv, "a newer request has replaced this one")
         except Conflict:
             record_outcome(event, "conflict", started)
             raise
         record_outcome(event, "success", started)
         return CommandResult(True, operation_id=op.id, moved=moved)
 
-    return _once(engine, mr, inv, body)
+    return once(engine, mr, inv, body)
 
 
 def retry(engine: Engine, mr: MrRef, inv: Invocation) -> CommandResult:
@@ -378,7 +177,7 @@ def apply(engine: Engine, mr: MrRef, inv: Invocation, request: NewRequest) -> Co
         bots = [op for op in found if op.mr_opened_by_bot]
         if bots:
             reason = f"this merge request was opened by the bot for operation {bots[0].id}"
-            return _refuse(conn, bots[0].id, inv, reason)
+            return refuse_in(conn, bots[0].id, inv, reason)
         key = found[0].id if found else mr.key
         started = time.perf_counter()
         try:
@@ -394,14 +193,14 @@ def apply(engine: Engine, mr: MrRef, inv: Invocation, request: NewRequest) -> Co
             )
         except InProgress as exc:
             record_outcome(Event.SUBMIT, "illegal", started)
-            return _refuse(conn, key, inv, _in_progress(found, str(exc.args[0])))
+            return refuse_in(conn, key, inv, _in_progress(found, str(exc.args[0])))
         except IllegalTransition as exc:
             record_outcome(Event.SUBMIT, "illegal", started)
-            return _refuse(conn, key, inv, str(exc))
+            return refuse_in(conn, key, inv, str(exc))
         record_outcome(Event.SUBMIT, "success", started)
         return CommandResult(True, operation_id=moved.operation_id, moved=moved)
 
-    return _once(engine, mr, inv, body)
+    return once(engine, mr, inv, body)
 
 
 def _in_progress(found: list[MrOperation], operation_id: str) -> str:
@@ -413,62 +212,3 @@ def _in_progress(found: list[MrOperation], operation_id: str) -> str:
             "use /gitops retry or /gitops cancel"
         )
     return f"already in progress (operation {operation_id})"
-
-
-def revert_candidate(engine: Engine, mr: MrRef) -> MrOperation | str:
-    """The MR's operation a revert would undo, or why there is none."""
-    op = mr_operation(engine, mr)
-    if op is None:
-        return NO_REQUEST
-    if not op.owner:
-        return "a newer request has replaced this one (it may be a revert already)"
-    if op.state not in REVERTIBLE:
-        return f"only a merged change can be reverted; the request is {_words(op.state)}"
-    return op
-
-
-def revert(
-    engine: Engine, mr: MrRef, inv: Invocation, original_id: str, request: NewRequest
-) -> CommandResult:
-    """Starts `request` (which undoes `original_id`) if the original still owns its binding."""
-    if request.reverts_operation_id != original_id:
-        raise ValueError("the revert request must name the operation it reverts")
-
-    def body(conn: Connection) -> CommandResult:
-        owner_query = (
-            select(BINDINGS.c.operation_id, BINDINGS.c.state)
-            .join(OPERATIONS, OPERATIONS.c.binding_id == BINDINGS.c.id)
-            .where(OPERATIONS.c.id == original_id)
-        )
-        if conn.dialect.name == "postgresql":
-            owner_query = owner_query.with_for_update(of=BINDINGS)
-        binding = conn.execute(owner_query).one()
-        if binding.operation_id != original_id:
-            return _refuse(conn, original_id, inv, "a newer request has replaced this one")
-        started = time.perf_counter()
-        try:
-            moved = submit_in(
-                conn,
-                request,
-                event=Event.REVERT,
-                source=Source.COMMAND,
-                actor=inv.actor,
-                correlation_id=inv.correlation_id,
-                operation_id=None,
-                now=None,
-            )
-        except (InProgress, IllegalTransition):
-            record_outcome(Event.REVERT, "illegal", started)
-            state = BindingState(binding.state)
-            reason = f"only a merged change can be reverted; the request is {_words(state)}"
-            return _refuse(conn, original_id, inv, reason)
-        record_outcome(Event.REVERT, "success", started)
-        detail = f"{ACCEPTED}reverted by operation {moved.operation_id}"
-        _audit(conn, original_id, inv.verb.value, inv.actor, inv.correlation_id, detail)
-        return CommandResult(True, operation_id=moved.operation_id, moved=moved)
-
-    return _once(engine, mr, inv, body)
-
-
-def _words(state: BindingState) -> str:
-    return state.value.lower().replace("_", " ")

@@ -15,6 +15,7 @@ from bot.core.states import BindingState as S
 from bot.core.states import Flow
 from bot.store.models import AUDIT, OPERATIONS
 from bot.store.submit import NewRequest
+from bot.workflow import command_once
 from bot.workflow import commands as run
 from bot.workflow.commands import CommandResult, Invocation, MrRef
 from tests.builders import make_operation
@@ -28,7 +29,7 @@ def together(
     """Runs `task` in two threads, in the worst order: the second one looks for an earlier run
     of the note before the first one commits, and acts only after that commit (unless the first
     one makes it wait, as it must)."""
-    real = run._previous
+    real = command_once._previous
     first_looked, second_looked, first_done = (
         threading.Event(),
         threading.Event(),
@@ -45,7 +46,7 @@ def together(
             first_done.wait(timeout=10.0)
         return found
 
-    monkeypatch.setattr(run, "_previous", previous)
+    monkeypatch.setattr(command_once, "_previous", previous)
     results: list[CommandResult] = []
     errors: list[BaseException] = []
 

@@ -27,9 +27,31 @@ log = logging.getLogger(__name__)
 DRIVE_JOB = "jobs.drive.drive"
 
 
-def process(inbox_id: int) -> str:
+def process(inbox_id: int, *more: int) -> str:
+    """Handles inbox rows once each, in order; returns the statuses they were marked with.
+
+    Several ids come from one group commit on the ack path. One row failing does not hold
+    back the others: each is tried, then the first failure is raised (the job is marked
+    failed, and the sweep enqueues the row again while it is still "received").
+    """
+    if not more:
+        return _process_one(runtime.services(), inbox_id)
+    statuses: list[str] = []
+    failure: Exception | None = None
+    for one in (inbox_id, *more):
+        try:
+            statuses.append(_process_one(runtime.services(), one))
+        except Exception as exc:  # raised below, once the others had their turn
+            log.exception("processing inbox row %s failed", one, extra={"inbox_id": one})
+            failure = failure or exc
+            statuses.append("failed")
+    if failure is not None:
+        raise failure
+    return ",".join(statuses)
+
+
+def _process_one(services: Services, inbox_id: int) -> str:
     """Handles inbox row `inbox_id` once; returns the status it was marked with."""
-    services = runtime.services()
     with services.engine.connect() as conn:
         row = conn.execute(select(INBOX).where(INBOX.c.id == inbox_id)).one_or_none()
     if row is None or row.status != "received":

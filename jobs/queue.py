@@ -46,6 +46,9 @@ class RQWorkQueue:
     def enqueue(self, func: str, *args: object, job_id: str | None = None) -> None:
         """Runs `func(*args)` soon; an id already waiting in the queue is not added twice."""
         job_id = rq_job_id(job_id)
+        if job_id is None:
+            self._enqueue_plain(func, *args)
+            return
         try:
             try:
                 self.queue.enqueue(
@@ -62,6 +65,17 @@ class RQWorkQueue:
                     return  # it will run, and read the state as it is then
                 # that id ran already (or is running): this is a new reason to run
                 self.queue.enqueue(func, *args, result_ttl=0, failure_ttl=FAILURE_TTL)
+        except RedisError as exc:
+            raise QueueUnavailable(f"could not enqueue {func}: {type(exc).__name__}") from exc
+
+    def _enqueue_plain(self, func: str, *args: object) -> None:
+        """A job without an id in one round trip (RQ alone makes two: the queue set, the job)."""
+        try:
+            with self.redis.pipeline() as pipe:
+                self.queue.enqueue(
+                    func, *args, result_ttl=0, failure_ttl=FAILURE_TTL, pipeline=pipe
+                )
+                pipe.execute()
         except RedisError as exc:
             raise QueueUnavailable(f"could not enqueue {func}: {type(exc).__name__}") from exc
 

@@ -18,9 +18,10 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     app.config["MAX_CONTENT_LENGTH"] = services.settings.max_body_bytes
     app.extensions["gitops"] = services
 
-    from webhooks import api, approval, deploy, errors, gitlab, health, pages
+    from webhooks import api, approval, deploy, errors, gitlab, health, ingest, pages
 
     errors.init_app(app)
+    ingest.init_app(app)
     app.register_blueprint(health.bp)
     app.register_blueprint(api.bp)
     app.register_blueprint(gitlab.bp)

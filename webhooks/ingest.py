@@ -9,21 +9,18 @@ from __future__ import annotations
 import logging
 import time
 
-from flask import Response, jsonify, request
+from flask import Flask, Response, current_app, jsonify, request
 from redis.exceptions import RedisError
 from sqlalchemy.exc import SQLAlchemyError
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from bot.ingress import inbox
+from bot.ingress.group import GroupCommit
 from bot.ingress.inbox import Delivery
-from bot.queueing import QueueUnavailable
 from webhooks.context import services_of
 from webhooks.metrics import ACK_SECONDS, DELIVERIES
 
 log = logging.getLogger(__name__)
-
-#: The job that processes one inbox row.
-PROCESS_JOB = "jobs.inbox.process"
 
 
 def read_body() -> bytes:
@@ -60,11 +57,15 @@ def refuse(source: str, outcome: str, started: float, status: int, detail: str) 
 
 
 def accept(delivery: Delivery, started: float) -> Response:
-    """Stores the delivery (or keeps it in Redis), enqueues its processing, answers 2xx."""
+    """Stores the delivery (or keeps it in Redis), enqueues its processing, answers 2xx.
+
+    Deliveries arriving together in this process share one commit and one job (group commit,
+    bot/ingress/group.py); each is answered only once its own row is committed.
+    """
     services = services_of()
     extra = {"delivery_key": delivery.delivery_key, "source": delivery.source}
     try:
-        stored = inbox.store(services.engine, delivery)
+        acked = group_of().submit(delivery)
     except SQLAlchemyError as db_error:
         try:
             inbox.push_fallback(services.redis, delivery)
@@ -78,16 +79,25 @@ def accept(delivery: Delivery, started: float) -> Response:
             return refuse(delivery.source, "unavailable", started, 503, "try again later")
         log.warning("database down: delivery kept in Redis until it is back", extra=extra)
         return answer(delivery.source, "fallback", started, 202)
-    if stored.duplicate:
+    if acked.stored.duplicate:
         return answer(delivery.source, "duplicate", started)
     if delivery.status != "received":
         log.warning("delivery quarantined: %s", delivery.reason, extra=extra)
         return answer(delivery.source, "quarantined", started)
-    assert stored.inbox_id is not None
-    try:
-        # no job id: the inbox id is unique already, and processing is idempotent (a row is
-        # handled once, by status); an id would cost RQ's uniqueness script on every ack
-        services.queue.enqueue(PROCESS_JOB, stored.inbox_id)
-    except QueueUnavailable:
+    if not acked.enqueued:
         log.warning("queue down: the sweep will enqueue this delivery", extra=extra)
     return answer(delivery.source, "accepted", started, 202)
+
+
+def group_of(app: Flask | None = None) -> GroupCommit:
+    """The app's group commit (one per process: the web workers' threads share it)."""
+    group = (app or current_app).extensions["gitops_ingest"]
+    assert isinstance(group, GroupCommit)
+    return group
+
+
+def init_app(app: Flask) -> None:
+    """Gives the app its group commit, reading the services at each flush (tests swap them)."""
+    app.extensions["gitops_ingest"] = GroupCommit(
+        lambda: services_of(app).engine, lambda: services_of(app).queue
+    )

@@ -20,7 +20,6 @@ from sqlalchemy.engine import Engine
 from bot.core.states import BindingState as S
 from bot.core.states import Flow
 from bot.store.models import AUDIT, OPERATIONS
-from gitops_bot.fakes.gitlab.routing import Ctx, Reply, router
 from jobs.outbox import dispatch
 from tests.builders import operation
 from tests.conftest import REDIS_URL
@@ -165,32 +164,3 @@ def mr_iid_of(bot: Bot, op_id: str) -> int:
     iid = operation(bot.services.engine, op_id)["mr_iid"]
     assert isinstance(iid, int)
     return iid
-
-
-# The double has no `GET .../merge_requests/:iid/diffs` yet; the revert of a `/gitops apply`
-# change reads it. This read-only route (registered once, on import) answers it from the double's
-# commits: every path whose content differs between the target before the merge (or the target
-# head, while open) and the MR's head.
-@router.route("GET", "/projects/{project}/merge_requests/{iid:int}/diffs")
-def _mr_diffs(ctx: Ctx) -> Reply:
-    project = ctx.project()
-    mr = ctx.mr(project)
-    commits = ctx.state.commits
-    if mr.merge_commit_sha is not None:
-        base = commits[commits[mr.merge_commit_sha].parents[0]].tree
-    else:
-        base = commits[project.branches[mr.target_branch]].tree
-    head = commits[mr.sha].tree
-    rows = [
-        {
-            "old_path": path,
-            "new_path": path,
-            "new_file": path not in base,
-            "deleted_file": path not in head,
-            "renamed_file": False,
-            "diff": "",
-        }
-        for path in sorted(set(base) | set(head))
-        if base.get(path) != head.get(path)
-    ]
-    return ctx.paginate(rows)

@@ -1,4 +1,4 @@
-"""Routes for merge requests: list, create, read, update, approvals, merge, rebase, pipelines."""
+"""Merge request routes: list, create, read, update, approvals, merge, rebase, pipelines, diffs."""
 
 from __future__ import annotations
 
@@ -156,6 +156,34 @@ def mr_pipelines(ctx: Ctx) -> Reply:
     project = ctx.project()
     found = ctx.state.mr_pipelines(project, ctx.mr(project))
     return ctx.paginate([render.pipeline(ctx.state, project, p) for p in found])
+
+
+@router.route("GET", MR + "/diffs")
+def mr_diffs(ctx: Ctx) -> Reply:
+    """The MR's changed files (GitLab 15.7+), from the double's commits: every path whose content
+    differs between the target before the merge (the target head, while open) and the MR's head.
+    """
+    project = ctx.project()
+    mr = ctx.mr(project)
+    commits = ctx.state.commits
+    if mr.merge_commit_sha is not None:
+        base = commits[commits[mr.merge_commit_sha].parents[0]].tree
+    else:
+        base = commits[project.branches[mr.target_branch]].tree
+    head = commits[mr.sha].tree
+    rows = [
+        {
+            "old_path": path,
+            "new_path": path,
+            "new_file": path not in base,
+            "deleted_file": path not in head,
+            "renamed_file": False,
+            "diff": "",
+        }
+        for path in sorted(set(base) | set(head))
+        if base.get(path) != head.get(path)
+    ]
+    return ctx.paginate(rows)
 
 
 @router.route("GET", P + "/pipelines")

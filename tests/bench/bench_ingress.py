@@ -55,8 +55,9 @@ def free_port() -> int:
 
 
 @contextmanager
-def gunicorn(app: str, env: dict[str, str]) -> Iterator[int]:
-    """Runs gunicorn with the production config on a free port until the block ends."""
+def gunicorn(app: str, env: dict[str, str], pids: list[int] | None = None) -> Iterator[int]:
+    """Runs gunicorn with the production config on a free port until the block ends (its
+    master's pid appended to `pids` when given)."""
     port = free_port()
     full_env = {**os.environ, **env, "PORT": str(port), "GITOPS_BIND": "127.0.0.1"}
     exe = str(Path(sys.executable).with_name("gunicorn"))
@@ -66,6 +67,8 @@ def gunicorn(app: str, env: dict[str, str]) -> Iterator[int]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
+    if pids is not None:
+        pids.append(proc.pid)
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -77,7 +80,8 @@ def gunicorn(app: str, env: dict[str, str]) -> Iterator[int]:
             except OSError:
                 time.sleep(0.2)
         else:
-            raise RuntimeError(f"{app} did not start: {proc.stderr.read() if proc.stderr else ''}")
+            said = proc.stderr.read().decode() if proc.stderr else ""
+            raise RuntimeError(f"{app} did not start: {said}")
         yield port
     finally:
         proc.terminate()
@@ -109,6 +113,51 @@ end
     rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out.stdout).group(1))  # type: ignore[union-attr]
     bad = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out.stdout)
     return rate, int(bad.group(1)) if bad else 0
+
+
+def py_spy() -> str | None:
+    """The py-spy executable (the `bench` extra installs it), or None."""
+    beside = Path(sys.executable).with_name("py-spy")
+    return str(beside) if beside.exists() else shutil.which("py-spy")
+
+
+def sample(pid: int, seconds: int, out: Path) -> subprocess.Popen[bytes] | None:
+    """Starts py-spy on gunicorn `pid` and its workers: samples of the thread holding the GIL
+    (CPU, not waits), without pausing the server (it does not slow what it measures)."""
+    exe = py_spy()
+    if exe is None:
+        return None
+    options = ["--nonblocking", "--gil", "--subprocesses", "--rate", "200", "--format", "raw"]
+    target = ["--duration", str(seconds), "--output", str(out), "--pid", str(pid)]
+    return subprocess.Popen(
+        [exe, "record", *options, *target],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def cpu_shares(raw: Path, top: int = 22) -> str:
+    """py-spy raw stacks as a table: the share of the workers' request-handling CPU spent in
+    (under) each function, the largest first."""
+    inclusive: dict[str, int] = {}
+    total = 0
+    for line in raw.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        frames = stack.split(";")
+        if not any("handle_request (" in frame for frame in frames):
+            continue
+        total += int(count)
+        for name in dict.fromkeys(re.sub(r":\d+\)$", ")", frame) for frame in frames):
+            inclusive[name] = inclusive.get(name, 0) + int(count)
+    rows = sorted(inclusive.items(), key=lambda item: -item[1])
+    wanted = [
+        (name, n)
+        for name, n in rows
+        if re.search(r"\((?:\S*/)?(webhooks|bot|jobs)/|rq/queue|sqlalchemy/engine/base|json", name)
+    ][:top]
+    lines = [f"{'share':>6}  function (file)"]
+    lines += [f"{n / total:6.1%}  {name.replace(str(Path.cwd()) + '/', '')}" for name, n in wanted]
+    return "\n".join(lines) + f"\n({total} samples of a worker thread holding the GIL in a request)"
 
 
 def python_rate(port: int, body: bytes, seconds: int) -> tuple[float, int]:
@@ -178,10 +227,30 @@ def quantile(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=1000)[int(q * 1000) - 1] if len(values) > 1 else 0.0
 
 
+def profiled_load(pid: int, port: int, body: bytes, seconds: int, use_wrk: bool) -> str | None:
+    """The same closed-loop load again, sampled by py-spy (None without py-spy); kept apart
+    from the measured run, since the sampler takes CPU from the same two cores."""
+    raw = Path(tempfile.mkstemp(suffix=".txt")[1])
+    sampler = sample(pid, seconds, raw)
+    if sampler is None:
+        return None
+    if use_wrk:
+        wrk_rate(port, FIXTURE, seconds)
+    else:
+        python_rate(port, body, seconds)
+    sampler.wait(timeout=seconds + 60)
+    return cpu_shares(raw) if raw.stat().st_size else None
+
+
 def measure(
-    url: str = DEFAULT_URL, redis_url: str = DEFAULT_REDIS, seconds: int = 10, rate: int = 250
+    url: str = DEFAULT_URL,
+    redis_url: str = DEFAULT_REDIS,
+    seconds: int = 10,
+    rate: int = 250,
+    profile: bool = False,
 ) -> dict[str, Any]:
-    """Throughput and paced latency of the bare endpoint and the bot, same gunicorn config."""
+    """Throughput and paced latency of the bare endpoint and the bot, same gunicorn config;
+    with `profile`, where the bot's workers spend their CPU under that load (py-spy)."""
     admin = make_engine(url)
     with admin.begin() as conn:
         conn.execute(text(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE"))
@@ -204,13 +273,16 @@ def measure(
             ("bare", "tests.bench.bare_app:create_app()"),
             ("bot", "webhooks:create_app()"),
         ):
-            with gunicorn(app, env) as port:
+            pids: list[int] = []
+            with gunicorn(app, env, pids) as port:
                 throughput, bad = (
                     wrk_rate(port, FIXTURE, seconds)
                     if use_wrk
                     else python_rate(port, body, seconds)
                 )
                 latencies, paced_bad = paced(port, body, rate, seconds)
+                if profile and name == "bot":
+                    figures["profile"] = profiled_load(pids[0], port, body, seconds, use_wrk)
             figures[name] = {
                 "throughput": throughput,
                 "non_2xx": bad + paced_bad,
@@ -237,8 +309,9 @@ def main() -> None:
     parser.add_argument("--redis", default=DEFAULT_REDIS)
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--rate", type=int, default=250)
+    parser.add_argument("--profile", action="store_true", help="py-spy the bot under load")
     args = parser.parse_args()
-    figures = measure(args.url, args.redis, args.seconds, args.rate)
+    figures = measure(args.url, args.redis, args.seconds, args.rate, args.profile)
     from webhooks import gunicorn_conf as conf
 
     print(
@@ -254,6 +327,8 @@ def main() -> None:
         )
     print(f"throughput ratio bot/bare = {figures['ratio']:.2f}   (target >= 0.5)")
     print(f"deliveries stored by the bot: {figures['stored']}")
+    if figures.get("profile"):
+        print(figures["profile"])
 
 
 if __name__ == "__main__":

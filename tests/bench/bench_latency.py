@@ -20,9 +20,13 @@ import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import requests
 from redis import Redis
+from rq import Queue
+from rq.job import Job
+from rq.registry import FailedJobRegistry
 from sqlalchemy import select, text
 
 from bot.approval import sign
@@ -30,6 +34,7 @@ from bot.core.states import BindingState, Flow, Step
 from bot.store.engine import make_engine
 from bot.store.migrate import upgrade
 from bot.store.models import AUDIT, utcnow
+from jobs.connection import QUEUE_NAME
 from tests.bench.bench_ingress import free_port, gunicorn
 from tests.bench.seed import seed
 
@@ -43,8 +48,9 @@ def measure(
     events: int = 200,
     every: float = 0.1,
     workers: int = 2,
-) -> dict[str, float]:
-    """Latencies (ms) from an event sent to its transition committed."""
+) -> dict[str, Any]:
+    """Latencies (ms) from an event sent to its transition committed, and where any event
+    that did not move stopped (answer codes, inbox statuses, failed jobs, workers alive)."""
     args = argparse.Namespace(url=url, redis=redis_url, events=events, every=every, workers=workers)
     admin = make_engine(args.url)
     with admin.begin() as conn:
@@ -71,7 +77,7 @@ def measure(
         "GITOPS_WEBHOOK_SECRET": "x",
         "GITOPS_GITLAB_URL": f"http://127.0.0.1:{free_port()}",
     }  # nothing listens: no GitLab
-    workers = [
+    procs = [
         subprocess.Popen(
             [str(Path(sys.executable).with_name("gitops-bot")), "worker"],
             env={**os.environ, **env},
@@ -81,6 +87,8 @@ def measure(
         for _ in range(args.workers)
     ]
     sent: dict[str, datetime] = {}
+    answers: dict[int, int] = {}
+    left: dict[str, Any] = {}
     try:
         with gunicorn("webhooks:create_app()", env) as port, requests.Session() as http:
             ready = time.monotonic() + 60  # the worker registers itself in Redis when it is up
@@ -99,7 +107,7 @@ def measure(
                 ).encode()
                 stamp = str(int(time.time()))
                 sent[op_id] = datetime.now(UTC)
-                http.post(
+                response = http.post(
                     f"http://127.0.0.1:{port}/webhooks/approval",
                     data=body,
                     timeout=10,
@@ -108,6 +116,7 @@ def measure(
                         "X-Approval-Signature": sign(SECRET, stamp, body),
                     },
                 )
+                answers[response.status_code] = answers.get(response.status_code, 0) + 1
                 time.sleep(args.every)
             deadline = time.monotonic() + 60
             done: dict[str, datetime] = {}
@@ -126,10 +135,14 @@ def measure(
                     json.loads(bytes(body))["operation_id"]: at
                     for body, at in conn.execute(text("SELECT body, received_at FROM inbox")).all()
                 }
+                left["inbox"] = dict(
+                    conn.execute(text("SELECT status, count(*) FROM inbox GROUP BY status")).all()
+                )
+            left.update(what_was_left(redis, procs))
     finally:
-        for worker in workers:
+        for worker in procs:
             worker.terminate()
-        for worker in workers:
+        for worker in procs:
             worker.wait(timeout=30)
         with admin.begin() as conn:
             conn.execute(text(f"DROP SCHEMA {SCHEMA} CASCADE"))
@@ -137,6 +150,8 @@ def measure(
     latencies = sorted((done[op] - sent[op]).total_seconds() * 1000 for op in done)
     queued = sorted((done[op] - stored[op]).total_seconds() * 1000 for op in done if op in stored)
     return {
+        **left,
+        "answers": answers,
         "events": float(len(ops)),
         "moved": float(len(latencies)),
         "median_ms": statistics.median(latencies),
@@ -145,6 +160,22 @@ def measure(
         "queued_median_ms": statistics.median(queued),
         "workers": float(args.workers),
         "every_s": every,
+    }
+
+
+def what_was_left(redis: Redis, workers: list[subprocess.Popen[bytes]]) -> dict[str, Any]:
+    """Jobs still queued or failed (with the first failure's last line), workers still alive."""
+    queue = Queue(QUEUE_NAME, connection=redis)
+    failed = FailedJobRegistry(queue=queue)
+    first = ""
+    for job_id in failed.get_job_ids()[:1]:
+        job = Job.fetch(job_id, connection=redis)
+        first = (job.exc_info or "").strip().splitlines()[-1:][0] if job.exc_info else ""
+    return {
+        "queued": queue.count,
+        "failed": failed.count,
+        "first_failure": first,
+        "workers_alive": sum(worker.poll() is None for worker in workers),
     }
 
 
@@ -162,6 +193,10 @@ def main() -> None:
         f"committed transition: median {f['median_ms']:.1f} ms, p90 {f['p90_ms']:.1f} ms, "
         f"max {f['max_ms']:.1f} ms (target median < 50 ms); stored -> committed median "
         f"{f['queued_median_ms']:.1f} ms"
+    )
+    print(
+        f"answers {f['answers']}; inbox {f['inbox']}; jobs queued {f['queued']}, failed "
+        f"{f['failed']} {f['first_failure']}; workers alive {f['workers_alive']}/{args.workers}"
     )
 
 

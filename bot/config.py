@@ -59,6 +59,9 @@ class Settings:
     reconcile_max_age: int = 86400
     #: webhook and API bodies larger than this are refused with 413
     max_body_bytes: int = 1_048_576
+    #: seconds a client has to send a request's headers, and then its body: a stalled body is
+    #: answered 408 and stalled headers close the connection, so a slow client frees its thread
+    body_timeout: int = 10
 
     @property
     def embedded(self) -> bool:
@@ -70,6 +73,9 @@ class Settings:
         """Reads GITOPS_* (and PORT) once; unset database and Redis mean the embedded default."""
         env = os.environ if env is None else env
         database_url = env.get("GITOPS_DATABASE_URL", "").strip() or EMBEDDED_DATABASE_URL
+        body_timeout = _int(env, "GITOPS_BODY_TIMEOUT", cls.body_timeout)
+        if body_timeout < 1:
+            raise ValueError(f"GITOPS_BODY_TIMEOUT must be at least 1 second, got {body_timeout}")
         return cls(
             database_url=normalise_database_url(database_url),
             redis_url=env.get("GITOPS_REDIS_URL", "").strip() or None,
@@ -93,6 +99,7 @@ class Settings:
             reconcile_min_age=_int(env, "GITOPS_RECONCILE_MIN_AGE", cls.reconcile_min_age),
             reconcile_max_age=_int(env, "GITOPS_RECONCILE_MAX_AGE", cls.reconcile_max_age),
             max_body_bytes=_int(env, "GITOPS_MAX_BODY_BYTES", cls.max_body_bytes),
+            body_timeout=body_timeout,
         )
 
 

@@ -15,6 +15,7 @@ from typing import Any, NoReturn
 from flask import request
 
 from bot.paths import UnsafePath, normalise_path
+from webhooks.ingest import read_body
 
 MAX_ID_LENGTH = 255
 #: subject_id, target_key, project, target_branch, requested_by: no spaces, quotes or controls.
@@ -77,8 +78,11 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def load_body() -> dict[str, Any]:
-    """The request body as a JSON object within the nesting limit, or an ApiError."""
-    raw = request.get_data(cache=True)
+    """The request body as a JSON object within the nesting limit, or an ApiError.
+
+    The body is read within the size limit (413) and GITOPS_BODY_TIMEOUT (408).
+    """
+    raw = read_body()
     try:
         body = json.loads(
             raw, parse_constant=_reject_constant, object_pairs_hook=_no_duplicate_keys

@@ -27,12 +27,18 @@ def read_body() -> bytes:
     """The request body, never more than the configured limit (413 past it).
 
     A declared Content-Length over the limit is refused by werkzeug before reading; a body
-    without one (chunked) is read from the server's stream to one byte past the limit.
+    without one (chunked) is read from the server's stream to one byte past the limit
+    (werkzeug's own reader stops at the limit without noticing that more was sent). The
+    whole body must arrive within GITOPS_BODY_TIMEOUT seconds (408 past it, nothing stored).
+    Webhooks and the REST API both read their bodies here.
     """
+    from webhooks.body import body_deadline
+
     limit = services_of().settings.max_body_bytes
-    if request.content_length is not None or "wsgi.input" not in request.environ:
-        return request.get_data(cache=False)
-    data: bytes = request.environ["wsgi.input"].read(limit + 1)
+    with body_deadline():
+        if request.content_length is not None or "wsgi.input" not in request.environ:
+            return request.get_data(cache=False)
+        data: bytes = request.environ["wsgi.input"].read(limit + 1)
     if len(data) > limit:
         raise RequestEntityTooLarge()
     return data

@@ -228,6 +228,7 @@ _WEBHOOK_RESPONSES = {
     "200": "Authenticated; ignored, duplicate or quarantined (never retried by the sender).",
     "202": "Stored in the inbox; processed by a worker.",
     "401": "Wrong or missing secret.",
+    "408": "The body did not arrive within GITOPS_BODY_TIMEOUT seconds; nothing stored.",
     "413": "Body larger than the limit.",
     "503": "Neither the database nor the queue could take the delivery; send it again.",
 }
@@ -263,6 +264,10 @@ def _paths() -> dict[str, Any]:
                     "202": _json(_ref("Accepted"), "Recorded; the bot carries it from here."),
                     "400": _error("`malformed_json`: the body is not JSON."),
                     "401": _UNAUTHORIZED,
+                    "408": _error(
+                        "`request_timeout`: the body did not arrive within GITOPS_BODY_TIMEOUT "
+                        "seconds; nothing recorded."
+                    ),
                     "409": _error("`in_progress`: a request holds this subject and target."),
                     "413": _error(
                         "`request_entity_too_large`: the body is larger than the limit "

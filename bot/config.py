@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -25,6 +26,26 @@ def _int(env: Mapping[str, str], key: str, default: int) -> int:
         raise ValueError(f"{key} must be an integer number of seconds, got {raw!r}") from exc
 
 
+def _positive_int(env: Mapping[str, str], key: str, default: int) -> int:
+    value = _int(env, key, default)
+    if value <= 0:
+        raise ValueError(f"{key} must be a positive integer number of seconds, got {value}")
+    return value
+
+
+def _positive_seconds(env: Mapping[str, str], key: str, default: float) -> float:
+    raw = env.get(key, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{key} must be a positive number of seconds, got {raw!r}")
+    return value
+
+
 @dataclass(frozen=True)
 class Settings:
     """Everything configurable; secrets are kept out of repr() so they never reach a log line."""
@@ -35,6 +56,8 @@ class Settings:
     gitlab_url: str = "https://gitlab.example.com"
     gitlab_token: str = field(default="", repr=False)
     approver_tokens: tuple[str, ...] = field(default=(), repr=False)
+    #: seconds each GitLab call may take (connect and each read); slower is a timeout
+    gitlab_timeout: float = 10.0
     webhook_secret: str = field(default="", repr=False)
     approval_url: str = ""
     approval_secret: str = field(default="", repr=False)
@@ -50,6 +73,8 @@ class Settings:
     port: int = 8000
     #: seconds between sweeps of operations past their deadline
     sweep_interval: int = 30
+    #: seconds between outbox dispatches (status comments, labels, closes, withdrawals)
+    outbox_interval: int = 5
     #: a running step (not a wait on people) past this is re-driven
     step_timeout: int = 600
     #: a check pipeline past this is reported pending ("you can keep waiting")
@@ -82,6 +107,7 @@ class Settings:
             gitlab_url=env.get("GITOPS_GITLAB_URL", cls.gitlab_url).rstrip("/"),
             gitlab_token=env.get("GITOPS_GITLAB_TOKEN", ""),
             approver_tokens=_csv(env.get("GITOPS_APPROVER_TOKENS")),
+            gitlab_timeout=_positive_seconds(env, "GITOPS_GITLAB_TIMEOUT", cls.gitlab_timeout),
             webhook_secret=env.get("GITOPS_WEBHOOK_SECRET", ""),
             approval_url=env.get("GITOPS_APPROVAL_URL", "").rstrip("/"),
             approval_secret=env.get("GITOPS_APPROVAL_SECRET", ""),
@@ -93,6 +119,7 @@ class Settings:
             projects=_csv(env.get("GITOPS_PROJECTS")),
             port=_int(env, "PORT", cls.port),
             sweep_interval=_int(env, "GITOPS_SWEEP_INTERVAL", cls.sweep_interval),
+            outbox_interval=_positive_int(env, "GITOPS_OUTBOX_INTERVAL", cls.outbox_interval),
             step_timeout=_int(env, "GITOPS_STEP_TIMEOUT", cls.step_timeout),
             pipeline_timeout=_int(env, "GITOPS_PIPELINE_TIMEOUT", cls.pipeline_timeout),
             reconcile_interval=_int(env, "GITOPS_RECONCILE_INTERVAL", cls.reconcile_interval),

@@ -9,8 +9,6 @@ from typing import Any
 from bot.config import Settings
 from jobs.connection import QUEUE_NAME
 
-#: Seconds between outbox dispatches (status comments, labels, closes, withdrawals).
-OUTBOX_INTERVAL = 5
 #: Seconds between checks of the managed projects' webhooks (one GitLab call per project).
 HOOKS_INTERVAL = 300
 
@@ -28,7 +26,7 @@ def periodic_jobs(settings: Settings) -> list[Periodic]:
     """Every periodic job with its interval from the settings."""
     return [
         Periodic("gitops-sweep", "jobs.sweep.sweep", settings.sweep_interval),
-        Periodic("gitops-outbox", "jobs.outbox.dispatch", OUTBOX_INTERVAL),
+        Periodic("gitops-outbox", "jobs.outbox.dispatch", settings.outbox_interval),
         Periodic("gitops-reconcile", "jobs.reconcile.reconcile", settings.reconcile_interval),
         Periodic("gitops-hooks", "jobs.hooks.check", HOOKS_INTERVAL),
     ]

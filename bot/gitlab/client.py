@@ -21,7 +21,8 @@ from bot.gitlab.calls import get_json
 from bot.gitlab.errors import GitLabUnavailable, RateLimited, parse_retry_after, register_secret
 
 #: Seconds each GitLab call may take (connect and each read); a slower answer is a timeout.
-DEFAULT_TIMEOUT = 10.0
+#: The accounts take theirs from the settings (GITOPS_GITLAB_TIMEOUT), whose default this is.
+DEFAULT_TIMEOUT = Settings.gitlab_timeout
 
 
 class NoWaitBackend(RequestsBackend):
@@ -99,13 +100,16 @@ class Project:
         return self.account.gl
 
 
-def author_account(settings: Settings, *, timeout: float = DEFAULT_TIMEOUT) -> Account:
+def author_account(settings: Settings) -> Account:
     """The author bot (GITOPS_GITLAB_TOKEN): creates branches, commits, MRs and comments."""
-    return Account(make_client(settings.gitlab_url, settings.gitlab_token, timeout=timeout))
+    return Account(
+        make_client(settings.gitlab_url, settings.gitlab_token, timeout=settings.gitlab_timeout)
+    )
 
 
-def approver_accounts(settings: Settings, *, timeout: float = DEFAULT_TIMEOUT) -> list[Account]:
+def approver_accounts(settings: Settings) -> list[Account]:
     """The approval bots (GITOPS_APPROVER_TOKENS, in order): each approves on its own."""
+    timeout = settings.gitlab_timeout
     return [
         Account(make_client(settings.gitlab_url, token, timeout=timeout), f"approver-{n}")
         for n, token in enumerate(settings.approver_tokens, start=1)

@@ -33,6 +33,7 @@ from bot.store.submit import NewRequest
 from bot.workflow import commands as run
 from bot.workflow.commands import CommandResult, Invocation, MrRef
 from bot.workflow.outcome import Outcome
+from bot.workflow.overload import QUEUE_FULL, queue_full
 from jobs import runtime
 from jobs.phases.common import short
 
@@ -143,6 +144,8 @@ def _decide_and_run(
             return run.retry(engine, mr, inv)
         case Verb.CANCEL:
             return run.cancel(engine, mr, inv)
+        case Verb.APPLY | Verb.REVERT if queue_full(engine, services.queue):
+            return run.refuse(engine, mr, inv, f"{QUEUE_FULL}; nothing was started, retry later")
         case Verb.APPLY:
             return _apply(engine, project, mr, inv)
         case Verb.REVERT:

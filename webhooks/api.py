@@ -25,6 +25,7 @@ from bot.store.queries import (
     operation_view,
 )
 from bot.store.submit import NewRequest, submit
+from bot.workflow.overload import QUEUE_FULL, queue_full
 from webhooks.api_body import (
     DEFAULT_LIST_LIMIT,
     LIMIT_PATTERN,
@@ -186,18 +187,14 @@ def _overload_error(operation_id: str) -> ApiError:
     return ApiError(
         503,
         "overloaded",
-        "the work queue is full; the request was recorded as failed, retry later",
+        f"{QUEUE_FULL}; the request was recorded as failed, retry later",
         operation_id=operation_id,
     )
 
 
 def _overloaded(services: Services) -> bool:
     """The queue is at its bound (read per request); an unreachable queue does not count."""
-    try:
-        waiting = services.queue.length()
-    except QueueUnavailable:
-        return False
-    return waiting >= int(get_flag(services.engine, "queue.max_length"))
+    return queue_full(services.engine, services.queue)
 
 
 def _fail_overloaded(services: Services, operation_id: str, actor: str) -> bool:

@@ -16,20 +16,27 @@ def _csv(value: str | None) -> tuple[str, ...]:
     return tuple(part.strip() for part in (value or "").split(",") if part.strip())
 
 
-def _int(env: Mapping[str, str], key: str, default: int) -> int:
+def _int(env: Mapping[str, str], key: str, default: int, unit: str = "seconds") -> int:
     raw = env.get(key, "").strip()
     if not raw:
         return default
     try:
         return int(raw)
     except ValueError as exc:
-        raise ValueError(f"{key} must be an integer number of seconds, got {raw!r}") from exc
+        raise ValueError(f"{key} must be an integer number of {unit}, got {raw!r}") from exc
 
 
-def _positive_int(env: Mapping[str, str], key: str, default: int) -> int:
-    value = _int(env, key, default)
+def _positive_int(env: Mapping[str, str], key: str, default: int, unit: str = "seconds") -> int:
+    value = _int(env, key, default, unit)
     if value <= 0:
-        raise ValueError(f"{key} must be a positive integer number of seconds, got {value}")
+        raise ValueError(f"{key} must be a positive integer number of {unit}, got {value}")
+    return value
+
+
+def _non_negative_int(env: Mapping[str, str], key: str, default: int) -> int:
+    value = _int(env, key, default)
+    if value < 0:
+        raise ValueError(f"{key} must be zero or a positive integer number of seconds, got {value}")
     return value
 
 
@@ -118,14 +125,18 @@ class Settings:
             dashboard_header=env.get("GITOPS_DASHBOARD_HEADER", "").strip(),
             projects=_csv(env.get("GITOPS_PROJECTS")),
             port=_int(env, "PORT", cls.port),
-            sweep_interval=_int(env, "GITOPS_SWEEP_INTERVAL", cls.sweep_interval),
+            sweep_interval=_positive_int(env, "GITOPS_SWEEP_INTERVAL", cls.sweep_interval),
             outbox_interval=_positive_int(env, "GITOPS_OUTBOX_INTERVAL", cls.outbox_interval),
-            step_timeout=_int(env, "GITOPS_STEP_TIMEOUT", cls.step_timeout),
-            pipeline_timeout=_int(env, "GITOPS_PIPELINE_TIMEOUT", cls.pipeline_timeout),
-            reconcile_interval=_int(env, "GITOPS_RECONCILE_INTERVAL", cls.reconcile_interval),
-            reconcile_min_age=_int(env, "GITOPS_RECONCILE_MIN_AGE", cls.reconcile_min_age),
-            reconcile_max_age=_int(env, "GITOPS_RECONCILE_MAX_AGE", cls.reconcile_max_age),
-            max_body_bytes=_int(env, "GITOPS_MAX_BODY_BYTES", cls.max_body_bytes),
+            step_timeout=_positive_int(env, "GITOPS_STEP_TIMEOUT", cls.step_timeout),
+            pipeline_timeout=_positive_int(env, "GITOPS_PIPELINE_TIMEOUT", cls.pipeline_timeout),
+            reconcile_interval=_positive_int(
+                env, "GITOPS_RECONCILE_INTERVAL", cls.reconcile_interval
+            ),
+            reconcile_min_age=_non_negative_int(
+                env, "GITOPS_RECONCILE_MIN_AGE", cls.reconcile_min_age
+            ),
+            reconcile_max_age=_positive_int(env, "GITOPS_RECONCILE_MAX_AGE", cls.reconcile_max_age),
+            max_body_bytes=_positive_int(env, "GITOPS_MAX_BODY_BYTES", cls.max_body_bytes, "bytes"),
             body_timeout=body_timeout,
         )
 

@@ -154,3 +154,36 @@ def test_the_embedded_runtime_dispatches_the_outbox_at_the_configured_interval()
         if "gitops-outbox" in queue.enqueued:
             dispatched.append(now)
     assert dispatched == [1000.0, 1002.0, 1004.0]
+
+
+@pytest.mark.parametrize(
+    ("key", "raw", "message"),
+    [
+        ("GITOPS_SWEEP_INTERVAL", "0", "GITOPS_SWEEP_INTERVAL must be a positive integer"),
+        ("GITOPS_STEP_TIMEOUT", "-1", "GITOPS_STEP_TIMEOUT must be a positive integer"),
+        ("GITOPS_PIPELINE_TIMEOUT", "0", "GITOPS_PIPELINE_TIMEOUT must be a positive integer"),
+        ("GITOPS_RECONCILE_INTERVAL", "0", "GITOPS_RECONCILE_INTERVAL must be a positive"),
+        ("GITOPS_RECONCILE_MAX_AGE", "-60", "GITOPS_RECONCILE_MAX_AGE must be a positive"),
+        ("GITOPS_RECONCILE_MIN_AGE", "-1", "GITOPS_RECONCILE_MIN_AGE must be zero or a positive"),
+        (
+            "GITOPS_MAX_BODY_BYTES",
+            "0",
+            "GITOPS_MAX_BODY_BYTES must be a positive integer number of bytes",
+        ),
+        (
+            "GITOPS_MAX_BODY_BYTES",
+            "1MB",
+            "GITOPS_MAX_BODY_BYTES must be an integer number of bytes",
+        ),
+    ],
+)
+def test_a_timing_or_limit_of_zero_or_less_stops_startup(key: str, raw: str, message: str) -> None:
+    """A sweep every 0 s, a negative step timeout or a 0-byte body limit would make the bot spin
+    or refuse everything: the process does not start, and says which variable is wrong."""
+    with pytest.raises(ValueError, match=message):
+        Settings.from_env({key: raw})
+
+
+def test_a_reconcile_min_age_of_zero_is_allowed() -> None:
+    """Reconciling merged changes at once is a choice, not a mistake."""
+    assert Settings.from_env({"GITOPS_RECONCILE_MIN_AGE": "0"}).reconcile_min_age == 0

@@ -13,7 +13,7 @@ import json
 import subprocess
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,64 +28,44 @@ from bot.core.labels import SCOPE, label_for, phase_title
 from bot.core.states import BindingState, Flow, Step
 from bot.gitlab.notes import status_marker
 from bot.store.flags import set_flag
-from bot.store.models import AUDIT, BINDINGS, INBOX, OPERATIONS, OUTBOX
+from bot.store.models import AUDIT, BINDINGS, INBOX, OPERATIONS
 from gitops_bot.fakes.approval import FakeApprovalSystem
 from gitops_bot.fakes.deploy import FakeDeployPipeline
 from gitops_bot.fakes.gitlab import GitLabDouble, MergeRequest, Note
 from gitops_bot.fakes.relay import WebhookRelay
 from tests.e2e.cluster import BIN, Cluster, free_port, wait_until
+from tests.e2e.names import (
+    API_TOKEN,
+    APPROVERS,
+    AUTHOR,
+    BOT_HOOK,
+    FILE,
+    FLAGS,
+    PATHS,
+    PROJECT,
+    SECRETS,
+    SETTLE,
+    TIMINGS,
+)
+from tests.e2e.world_commands import CommandViews
 
-PROJECT = "platform/config"
-FILE = "config/prod.yaml"
-API_TOKEN = "e2e-api-token"
-SECRETS = {"webhook": "e2e-hook-secret", "approval": "e2e-approval-secret", "deploy": "e2e-deploy"}
-#: The project hook GitLab has for the bot (the relay sends it to the web instances in turn).
-BOT_HOOK = "http://bot.e2e.test/webhooks/gitlab"
-#: The bot's GitLab accounts in the double.
-AUTHOR, APPROVERS = "gitops-bot", ("approver-1", "approver-2")
-#: Small timings, so that recovery happens in seconds (seconds; see README "Configuration").
-TIMINGS = {
-    "GITOPS_SWEEP_INTERVAL": "1",
-    "GITOPS_STEP_TIMEOUT": "4",
-    "GITOPS_PIPELINE_TIMEOUT": "120",
-    "GITOPS_RECONCILE_INTERVAL": "1",
-    "GITOPS_RECONCILE_MIN_AGE": "2",
-    "GITOPS_RECONCILE_MAX_AGE": "3600",
-}
-#: Dynamic flags for short polls (the defaults poll every 10 s at first).
-FLAGS = {"poll.pipeline_tiers": [[1, 120]], "poll.rebase_tiers": [[1, 60]]}
-#: How long a scenario waits for the bot to reach a state.
-SETTLE = 60.0
-
-#: The path each order takes, as (from, to, event) in the audit log.
-PATHS = {
-    Flow.APPROVE_FIRST: [
-        (None, "APPROVAL_SENDING", "submit"),
-        ("APPROVAL_SENDING", "APPROVAL_SENT", "approval_submitted"),
-        ("APPROVAL_SENT", "MR_CREATING", "approved"),
-        ("MR_CREATING", "MR_CREATING", "mr_opened"),
-        ("MR_CREATING", "MR_CREATED", "pipeline_passed"),
-        ("MR_CREATED", "MERGING", "handle_start"),
-        ("MERGING", "MERGING", "approvals_given"),
-        ("MERGING", "MERGED", "merged"),
-        ("MERGED", "VALIDATED", "deployed"),
-    ],
-    Flow.MR_FIRST: [
-        (None, "MR_CREATING", "submit"),
-        ("MR_CREATING", "MR_CREATING", "mr_opened"),
-        ("MR_CREATING", "MR_CREATED", "pipeline_passed"),
-        ("MR_CREATED", "APPROVAL_SENDING", "request_approval"),
-        ("APPROVAL_SENDING", "APPROVAL_SENT", "approval_submitted"),
-        ("APPROVAL_SENT", "MERGING", "approved"),
-        ("MERGING", "MERGING", "approvals_given"),
-        ("MERGING", "MERGED", "merged"),
-        ("MERGED", "VALIDATED", "deployed"),
-    ],
-}
+__all__ = [
+    "API_TOKEN",
+    "APPROVERS",
+    "AUTHOR",
+    "BOT_HOOK",
+    "FILE",
+    "PATHS",
+    "PROJECT",
+    "SECRETS",
+    "SETTLE",
+    "TIMINGS",
+    "World",
+]
 
 
 @dataclass
-class World:
+class World(CommandViews):
     """Everything one scenario runs against, and the verbs to drive and observe it."""
 
     engine: Engine
@@ -419,87 +399,3 @@ class World:
     def describe(self, op_id: str) -> str:
         """The operation's path, for assertion messages."""
         return json.dumps(self.transitions(op_id))
-
-    # -- MR commands: people, their comments, the bot's answers ------------------------------
-
-    def add_people(self, people: Mapping[str, int]) -> None:
-        """GitLab users with their access level on PROJECT (0: not a member); known names kept."""
-        with self.gitlab.lock:
-            known = {u.username for u in self.gitlab.state.users.values()}
-        for name, level in people.items():
-            if name not in known:
-                access = {PROJECT: level} if level else {}
-                self.gitlab.add_user(name, token=f"{name}-token", access=access)
-
-    def comment(self, iid: int, user: str, body: str) -> Note:
-        """`user` comments `body` on MR !iid (the double sends the Note Hook)."""
-        return self.gitlab.add_note(PROJECT, iid, user, body)
-
-    def set_mr_pipeline(self, iid: int, status: str) -> None:
-        """Moves MR !iid's head pipeline to `status` (as CI finishing it would)."""
-        pipeline = self.gitlab.latest_pipeline(PROJECT, iid)
-        assert pipeline is not None, f"!{iid} has no pipeline"
-        self.gitlab.set_pipeline(PROJECT, pipeline.id, status)
-
-    def awards_on(self, iid: int, note_id: int) -> list[tuple[str, str]]:
-        """(emoji, username) of every award on a note of MR !iid."""
-        with self.gitlab.lock:
-            users = self.gitlab.state.users
-            note = self.gitlab.mr(PROJECT, iid).notes[note_id]
-            return [(a.name, users[a.user_id].username) for a in note.awards]
-
-    def replies_to(self, iid: int, note_id: int) -> list[str]:
-        """Bodies of the bot's replies to one note of MR !iid (found by their hidden marker)."""
-        marker = f"<!-- gitops-bot:reply:{int(note_id)} -->"
-        with self.gitlab.lock:
-            me = self.gitlab.user(AUTHOR).id
-            notes = list(self.gitlab.mr(PROJECT, iid).notes.values())
-        return [n.body for n in notes if n.author_id == me and marker in n.body]
-
-    def mr_operations(self, iid: int) -> list[dict[str, Any]]:
-        """Operations carrying MR !iid, oldest first: id, flow, version, binding state, owner."""
-        query = (
-            select(
-                OPERATIONS.c.id,
-                OPERATIONS.c.flow,
-                OPERATIONS.c.version,
-                BINDINGS.c.state,
-                (BINDINGS.c.operation_id == OPERATIONS.c.id).label("owner"),
-            )
-            .join(BINDINGS, BINDINGS.c.id == OPERATIONS.c.binding_id)
-            .where(OPERATIONS.c.project == PROJECT, OPERATIONS.c.mr_iid == iid)
-            .order_by(OPERATIONS.c.created_at, OPERATIONS.c.id)
-        )
-        with self.engine.connect() as conn:
-            return [dict(r._mapping) for r in conn.execute(query)]
-
-    def reverts_of(self, op_id: str) -> list[dict[str, Any]]:
-        """Revert operations of `op_id`: id, and whether each owns its binding."""
-        query = (
-            select(OPERATIONS.c.id, (BINDINGS.c.operation_id == OPERATIONS.c.id).label("owner"))
-            .join(BINDINGS, BINDINGS.c.id == OPERATIONS.c.binding_id)
-            .where(OPERATIONS.c.reverts_operation_id == op_id)
-        )
-        with self.engine.connect() as conn:
-            return [dict(r._mapping) for r in conn.execute(query)]
-
-    def status_writes(self, op_id: str) -> int:
-        """Status-comment outbox rows written for an operation (sent or not)."""
-        query = (
-            select(func.count())
-            .select_from(OUTBOX)
-            .where(OUTBOX.c.operation_id == op_id, OUTBOX.c.effect == "status_comment")
-        )
-        with self.engine.connect() as conn:
-            return int(conn.execute(query).scalar_one())
-
-    def note_audit(self, note_id: int, suffix: str = "") -> list[dict[str, Any]]:
-        """Audit rows a note's command wrote (correlation id `note:<id>` + `suffix`), oldest
-        first; `suffix=":ignored"` for a note that never runs (the bot's own, an edit...)."""
-        query = (
-            select(AUDIT)
-            .where(AUDIT.c.correlation_id == f"note:{int(note_id)}{suffix}")
-            .order_by(AUDIT.c.id)
-        )
-        with self.engine.connect() as conn:
-            return [dict(r._mapping) for r in conn.execute(query)]

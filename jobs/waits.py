@@ -17,8 +17,14 @@ from bot.store.operations import OperationRow, touch
 log = logging.getLogger(__name__)
 
 DRIVE_JOB = "jobs.drive.drive"
-#: Transient failures of one step retried (with capped backoff) before it is failed.
-MAX_TRANSIENT = 30
+#: A step that failed transiently (GitLab 5xx, a timeout) is retried after 1 s, doubling to a
+#: 60 s cap: GitLab's failures are mostly blips, and a request should move within a minute of
+#: GitLab answering again (a 300 s cap left requests idle for minutes after a run of 5xx).
+STEP_BACKOFF_BASE = 1.0
+STEP_BACKOFF_CAP = 60.0
+#: Transient failures of one step in a row before it is failed: about two hours at the cap,
+#: so a GitLab outage of that length fails nothing.
+MAX_TRANSIENT = 120
 
 
 def drive_in(
@@ -98,6 +104,6 @@ def retry_later(
     if failures >= MAX_TRANSIENT:
         return False
     progress["transient"] = {"version": op.version, "failures": failures + 1}
-    delay = max(backoff(failures), retry_after or 0.0)
+    delay = max(backoff(failures, STEP_BACKOFF_BASE, STEP_BACKOFF_CAP), retry_after or 0.0)
     drive_in(services, op, delay, now, progress=progress, pinned=False)
     return True

@@ -1,13 +1,15 @@
 """Typed single calls through python-gitlab's HTTP layer, each translated into our errors.
 
-Every helper makes exactly one HTTP request (`get_list`: one per page, bounded), with the
-client's timeout, and returns plain JSON. `Any` stops here: the operations parse what they use.
+Every helper makes one HTTP request (`get_list`: one per page, bounded), with the client's
+timeout, and returns plain JSON; a read GitLab answered with a 5xx is sent once more at once
+(READ_RETRIES). `Any` stops here: the operations parse what they use.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from itertools import islice
-from typing import Any
+from typing import Any, TypeVar
 
 import gitlab
 
@@ -17,12 +19,32 @@ from bot.gitlab.errors import GitLabUnavailable, translating
 PER_PAGE = 100
 #: The most items any list read returns: keeps every operation's number of calls bounded.
 MAX_ITEMS = 2000
+#: A read answered 5xx is sent again at once, this many times. Such answers are mostly one
+#: proxy's or one Puma worker's blip, and a step of several reads otherwise needs every one of
+#: them to succeed in the same attempt (at 30 % of calls failing, a step of six reads succeeds
+#: one attempt in nine). Never a write (the next attempt re-reads instead), never a 429 (its
+#: Retry-After is honoured by the scheduled retry) nor a timeout (it already took the timeout).
+READ_RETRIES = 1
+
+T = TypeVar("T")
+
+
+def _read(what: str, call: Callable[[], T]) -> T:
+    """Runs one read, sending it again at once after a 5xx answer (READ_RETRIES times)."""
+    for attempt in range(READ_RETRIES + 1):
+        try:
+            with translating(what):
+                return call()
+        except GitLabUnavailable as exc:
+            blip = type(exc) is GitLabUnavailable and (exc.status_code or 0) >= 500
+            if not blip or attempt == READ_RETRIES:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def get_any(gl: gitlab.Gitlab, path: str, *, what: str, query: dict[str, Any] | None = None) -> Any:
     """GET `path` and return its JSON, whatever its shape."""
-    with translating(what):
-        result = gl.http_get(path, query_data=query or {})
+    result = _read(what, lambda: gl.http_get(path, query_data=query or {}))
     if not isinstance(result, dict | list):
         raise GitLabUnavailable(f"{what}: GitLab answered something other than JSON")
     return result
@@ -48,16 +70,15 @@ def get_list(
 ) -> list[dict[str, Any]]:
     """GET every page of `path` (following GitLab's links) up to `limit` items."""
     params = {"per_page": min(PER_PAGE, limit), **(query or {})}
-    with translating(what):
-        pages = gl.http_list(path, query_data=params, iterator=True)
-        items = list(islice(pages, limit))
+    items = _read(
+        what, lambda: list(islice(gl.http_list(path, query_data=params, iterator=True), limit))
+    )
     return [item for item in items if isinstance(item, dict)]
 
 
 def head(gl: gitlab.Gitlab, path: str, *, what: str, query: dict[str, Any] | None = None) -> None:
     """HEAD `path`: returns when it exists (raises NotFound when it does not)."""
-    with translating(what):
-        gl.http_head(path, query_data=query or {})
+    _read(what, lambda: gl.http_head(path, query_data=query or {}))
 
 
 def post_json(gl: gitlab.Gitlab, path: str, *, what: str, data: dict[str, Any]) -> dict[str, Any]:

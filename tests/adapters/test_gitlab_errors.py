@@ -23,6 +23,7 @@ from bot.gitlab import (
     read_mr,
     set_labels,
 )
+from bot.gitlab.calls import put_json
 from bot.gitlab.errors import parse_retry_after
 from tests.adapters.test_gitlab_harness import TOKEN, P, account, mock_gitlab, mr_json
 
@@ -69,8 +70,11 @@ def test_retry_after_as_http_date() -> None:
 
 
 @pytest.mark.parametrize("status", [500, 502, 503, 504])
-def test_5xx_is_transient_and_not_retried_here(rsps: responses.RequestsMock, status: int) -> None:
-    """A 5xx raises GitLabUnavailable with the real status, after exactly one call."""
+def test_5xx_on_a_read_is_sent_once_more_then_transient(
+    rsps: responses.RequestsMock, status: int
+) -> None:
+    """A read answered 5xx twice raises GitLabUnavailable with the real status, after two
+    calls (the second at once); the scheduled retry is the caller's."""
     rsps.add(responses.GET, MR, status=status, body="<html>bad gateway</html>")
 
     with pytest.raises(GitLabUnavailable) as caught:
@@ -78,6 +82,26 @@ def test_5xx_is_transient_and_not_retried_here(rsps: responses.RequestsMock, sta
 
     assert caught.value.status_code == status
     assert not isinstance(caught.value, CannotProceed)
+    assert len(rsps.calls) == 2
+
+
+def test_a_read_answered_5xx_once_succeeds_on_its_resend(rsps: responses.RequestsMock) -> None:
+    """One 502 blip on a read costs one more call, not a scheduled retry of the whole step."""
+    rsps.add(responses.GET, MR, status=502, body="<html>bad gateway</html>")
+    rsps.add(responses.GET, MR, json=mr_json())
+
+    assert read_mr(account().project(42), 7).iid == 7
+    assert len(rsps.calls) == 2
+
+
+@pytest.mark.parametrize("status", [500, 503])
+def test_a_write_answered_5xx_is_not_sent_again(rsps: responses.RequestsMock, status: int) -> None:
+    """A write is never resent on the spot (the next attempt re-reads first): one call."""
+    rsps.add(responses.PUT, MR, status=status)
+
+    with pytest.raises(GitLabUnavailable):
+        put_json(account().project(42).gl, "/projects/42/merge_requests/7", what="x", data={})
+
     assert len(rsps.calls) == 1
 
 

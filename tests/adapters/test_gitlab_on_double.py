@@ -93,8 +93,9 @@ def test_repeat_approve_counts_as_success_on_old_and_new_gitlab(
     # the account's own read says "already": nothing is sent
     result = approve_once(approver, "platform/config", iid, head, 0, 2, component=component)
     assert result.outcome is ApproveOutcome.ALREADY
-    # make the read fail once so the POST goes out and meets GitLab's repeat answer
-    double.fail_next(1, status=500, methods=["GET"], path_contains="/approvals")
+    # make the read (and its immediate resend) fail so the POST goes out and meets GitLab's
+    # repeat answer
+    double.fail_next(2, status=500, methods=["GET"], path_contains="/approvals")
     result = approve_once(approver, "platform/config", iid, head, 2, 2, component=component)
     assert result.outcome is ApproveOutcome.APPROVED
     assert result.status_code == repeat_status

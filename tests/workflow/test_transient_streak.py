@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
+
+import pytest
 
 from bot.core.states import BindingState as S
 from bot.core.states import Flow
 from bot.store.models import utcnow
+from jobs import waits
 from tests.builders import operation
 from tests.workflow.harness import PROJECT, Bot
 
 
 def test_backoff_starts_again_after_the_step_made_progress(bot: Bot) -> None:
-    """Three failed tries to open the MR, then one failed read when merging: that one waits the
-    first backoff (2 s), not the fourth (16 s)."""
+    """Three failed tries to open the MR, then a failed read when merging: that one waits the
+    first backoff (1 s), not the fourth (8 s)."""
     bot.gitlab.fail_next(3, 502)
     op_id = bot.request(Flow.MR_FIRST)
     for _ in range(5):
@@ -23,13 +27,40 @@ def test_backoff_starts_again_after_the_step_made_progress(bot: Bot) -> None:
     bot.settle()
     assert bot.state(op_id) is S.APPROVAL_SENT
     iid = operation(bot.services.engine, op_id)["mr_iid"]
-    bot.gitlab.fail_next(1, 502, methods="GET", path_endswith=f"/merge_requests/{iid}")
+    # the read and its immediate resend both fail
+    bot.gitlab.fail_next(2, 502, methods="GET", path_endswith=f"/merge_requests/{iid}")
     bot.approve(op_id)
     bot.settle()
     op = operation(bot.services.engine, op_id)
     assert bot.state(op_id) is S.MERGING
     waits = op["deadline_at"] - utcnow() - timedelta(seconds=bot.settings.step_timeout)
-    assert waits <= timedelta(seconds=2), waits
-    bot.settle(advance=3)
+    assert waits <= timedelta(seconds=1), waits
+    bot.settle(advance=2)
     assert bot.state(op_id) is S.MERGED
     assert bot.gitlab.mr(PROJECT, iid).state == "merged"
+
+
+def test_retries_back_off_to_a_minute_and_give_up_after_about_two_hours(
+    bot: Bot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GitLab answers 502 to every call: opening the MR is tried again after 1, 2, 4 ... s,
+    never more than 60 s apart (a request moves within a minute of GitLab coming back), and
+    failed with the reason only after MAX_TRANSIENT tries in a row, about two hours."""
+    delays: list[float] = []
+    real_drive_in = waits.drive_in
+
+    def recording(services: Any, op: Any, seconds: float, now: Any, **kw: Any) -> None:
+        delays.append(seconds)
+        real_drive_in(services, op, seconds, now, **kw)
+
+    monkeypatch.setattr(waits, "drive_in", recording)
+    bot.gitlab.fail_next(100_000, 502)
+    op_id = bot.request(Flow.MR_FIRST)
+    for _ in range(3):  # the in-process worker runs every retry due before `advance` is over
+        bot.settle(advance=waits.STEP_BACKOFF_CAP + 1)
+    expected = [min(2.0**n, 60.0) for n in range(waits.MAX_TRANSIENT)]
+    assert delays == expected
+    assert 1.5 * 3600 <= sum(delays) <= 2.5 * 3600
+    assert bot.state(op_id) is S.CREATE_FAILED
+    error = operation(bot.services.engine, op_id)["error_detail"]
+    assert error.startswith("gave up after repeated failures: ")

@@ -69,7 +69,8 @@ def test_repeat_approve_on_old_and_new_gitlab(
     wait_until(lambda: world.op(op_id)["mr_iid"] is not None, 30, "the MR")
     iid = world.op(op_id)["mr_iid"]
     world.gitlab.approve_as(PROJECT, iid, APPROVERS[0])
-    world.gitlab.fail_next(2, 500, methods="GET", path_endswith="/approvals")
+    # each approvals read fails, and so does its immediate resend
+    world.gitlab.fail_next(4, 500, methods="GET", path_endswith="/approvals")
     pipeline = world.gitlab.latest_pipeline(PROJECT, iid)
     assert pipeline is not None
     world.gitlab.set_pipeline(PROJECT, pipeline.id, "success")

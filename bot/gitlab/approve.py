@@ -192,11 +192,12 @@ def approve_once(
 ) -> ApproveResult:
     """One approve attempt (number `attempt`, from 0) by one account; never waits.
 
-    Reads first whether this account already approved (then nothing is sent). Attempts
-    0..max_retries are allowed; before the last one a failure asks for a RETRY after
-    backoff(attempt) (never sooner than GitLab's Retry-After). After the last failed attempt the
-    approvals are read once more: GitLab answers a repeat approve with 401 (older) or 304
-    (newer), the same 401 as "not allowed", so an approval found there counts as success.
+    Reads first whether this account already approved (then nothing is sent). A transient
+    failure (5xx, 429, timeout) is raised as GitLabUnavailable and uses no attempt. Attempts
+    0..max_retries are allowed for refusals; before the last one a refusal asks for a RETRY
+    after backoff(attempt). After the last refused attempt the approvals are read once more:
+    GitLab answers a repeat approve with 401 (older) or 304 (newer), the same 401 as "not
+    allowed", so an approval found there counts as success.
 
     `approvers` (usernames) replaces the first read when the caller read the approvals for all
     its accounts at once; the read after a failed last attempt is always made.
@@ -219,13 +220,17 @@ def approve_once(
         return ApproveResult(
             ApproveOutcome.HEAD_MOVED, status_code=err.status_code, reason=str(err)
         )
+    except GitLabUnavailable:
+        # 5xx, 429, a timeout, no connection: GitLab's trouble, not a refusal of this approval.
+        # Raised as the transient failure it is: the step is retried on its own schedule (never
+        # before Retry-After) without using up the refusal attempts, and the retry reads first,
+        # so an approve that did land (a timeout after sending) is found then.
+        raise
     except GitLabError as err:
         code = err.status_code
         final = last or (isinstance(err, GitLabRefused) and code not in _RETRYABLE_REFUSALS)
         if not final:
             delay = backoff(attempt)
-            if isinstance(err, GitLabUnavailable) and err.retry_after is not None:
-                delay = max(delay, err.retry_after)
             log.info("approve failed; retry scheduled", extra={**extra, "status_code": code})
             return ApproveResult(
                 ApproveOutcome.RETRY, retry_in=delay, status_code=code, reason=str(err)

@@ -16,7 +16,10 @@ from bot.gitlab import (
     ApproveImpl,
     ApproveOutcome,
     ApproveResult,
+    GitLabUnavailable,
+    RateLimited,
     Unauthorized,
+    UnknownOutcome,
     Unprocessable,
     approve_once,
 )
@@ -205,33 +208,51 @@ def test_head_moved_409(rsps: responses.RequestsMock, approver: Account) -> None
     assert result.status_code == 409
 
 
-@pytest.mark.parametrize(("headers", "expected"), [({"Retry-After": "120"}, 120.0), ({}, 2.0)])
-def test_rate_limited_approve_waits_at_least_retry_after(
+@pytest.mark.parametrize(("headers", "expected"), [({"Retry-After": "120"}, 120.0), ({}, None)])
+def test_rate_limited_approve_is_transient_with_its_retry_after(
     rsps: responses.RequestsMock, approver: Account, headers: dict[str, str], expected: float
 ) -> None:
-    """A 429 asks for a retry no sooner than Retry-After (the backoff when it is missing)."""
+    """A 429 is raised as RateLimited carrying Retry-After (the step's retry honours it) and
+    uses none of the refusal attempts, even on the last one."""
     _approvals(rsps)
     _approve(rsps, 429, headers=headers)
 
-    result = _once(approver, attempt=0, max_retries=2)
+    with pytest.raises(RateLimited) as caught:
+        _once(approver, attempt=2, max_retries=2)
 
-    assert (result.outcome, result.retry_in, result.status_code) == (
-        ApproveOutcome.RETRY,
-        expected,
-        429,
-    )
+    assert (caught.value.status_code, caught.value.retry_after) == (429, expected)
     assert len(rsps.calls) == 2  # python-gitlab did not retry on its own
 
 
-def test_timeout_on_last_attempt_reads_back(
+@pytest.mark.parametrize("status", [500, 502, 503])
+def test_5xx_on_the_last_approve_attempt_is_transient_not_a_failure(
+    rsps: responses.RequestsMock, approver: Account, status: int
+) -> None:
+    """GitLab's 5xx is its trouble, not a refusal: raised as transient, no read-back, and the
+    request does not fail however many refusal attempts were used."""
+    _approvals(rsps)
+    _approve(rsps, status)
+
+    with pytest.raises(GitLabUnavailable) as caught:
+        _once(approver, attempt=3, max_retries=3)
+
+    assert caught.value.status_code == status
+    assert len(rsps.calls) == 2
+
+
+def test_timeout_on_approve_is_transient_and_the_retry_finds_the_approval(
     rsps: responses.RequestsMock, approver: Account
 ) -> None:
-    """An approve whose answer timed out on the last attempt counts if the approvals show us."""
+    """An approve whose answer timed out may have landed: it is raised as UnknownOutcome, and
+    the next attempt's read-first finds the approval and sends nothing."""
     _approvals(rsps)
     rsps.add(responses.POST, APPROVE, body=requests.exceptions.ReadTimeout("read timed out"))
     _approvals(rsps, ME)
 
-    assert _once(approver).outcome is ApproveOutcome.APPROVED
+    with pytest.raises(UnknownOutcome):
+        _once(approver)
+    assert _once(approver).outcome is ApproveOutcome.ALREADY
+    assert calls(rsps).count("POST /projects/42/merge_requests/7/approve") == 1
 
 
 def test_forbidden_fails_without_retry(rsps: responses.RequestsMock, approver: Account) -> None:

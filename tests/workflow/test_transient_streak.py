@@ -64,3 +64,29 @@ def test_retries_back_off_to_a_minute_and_give_up_after_about_two_hours(
     assert bot.state(op_id) is S.CREATE_FAILED
     error = operation(bot.services.engine, op_id)["error_detail"]
     assert error.startswith("gave up after repeated failures: ")
+
+
+def test_approve_5xx_more_often_than_its_refusal_budget_does_not_fail_the_request(
+    bot: Bot,
+) -> None:
+    """Six 502s in a row on the approve POST (the refusal budget, approval.max_retries, is 3):
+    GitLab's trouble is retried as transient, and the request is merged with one approval per
+    account, not stopped in HANDLE_FAILED."""
+    op_id = bot.request(Flow.MR_FIRST)
+    bot.settle()
+    bot.pass_pipeline(op_id)
+    bot.settle()
+    assert bot.state(op_id) is S.APPROVAL_SENT
+    iid = operation(bot.services.engine, op_id)["mr_iid"]
+    bot.gitlab.fail_next(6, 502, methods="POST", path_endswith=f"/merge_requests/{iid}/approve")
+    bot.approve(op_id)
+    for _ in range(4):
+        bot.settle(advance=40)
+    assert bot.state(op_id) is S.MERGED, operation(bot.services.engine, op_id)["error_detail"]
+    approves = [
+        c
+        for c in bot.gitlab.calls
+        if c.method == "POST" and c.path.endswith(f"/merge_requests/{iid}/approve")
+    ]
+    assert [c.status for c in approves].count(502) == 6
+    assert len(bot.gitlab.mr(PROJECT, iid).approvals) == 2

@@ -54,11 +54,11 @@ OPERATOR_ACTOR = "api"
 @bp.errorhandler(ApiError)
 def _api_error(exc: ApiError) -> tuple[Response, int]:
     response = jsonify(exc.body)
-    if exc.status == 401:
+    if exc.http_status == 401:
         response.headers["WWW-Authenticate"] = 'Bearer realm="gitops-bot"'
-    if exc.status == 503:
+    if exc.http_status == 503:
         response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
-    return response, exc.status
+    return response, exc.http_status
 
 
 # -- authentication ------------------------------------------------------------------------------

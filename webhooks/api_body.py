@@ -55,7 +55,7 @@ class ApiError(Exception):
 
     def __init__(self, status: int, error: str, detail: str, **extra: Any) -> None:
         super().__init__(detail)
-        self.status = status
+        self.http_status = status
         self.body: dict[str, Any] = {"error": error, "detail": detail, **extra}
 
 

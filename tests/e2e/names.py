@@ -52,3 +52,12 @@ PATHS = {
         ("MERGED", "VALIDATED", "deployed"),
     ],
 }
+
+#: What one request leaves in GitLab and the approval system: one of each, one approval per bot.
+ONE_EACH = {
+    "mrs": 1,
+    "merges": 1,
+    "approvals": dict.fromkeys(APPROVERS, 1),
+    "comments": 1,
+    "approval_requests": 1,
+}

@@ -25,17 +25,9 @@ from bot.core.states import BindingState as S
 from bot.core.states import Flow, Step
 from tests.e2e.cluster import wait_until
 from tests.e2e.figures import record
-from tests.e2e.world import APPROVERS, World
+from tests.e2e.world import ONE_EACH, World
 
 pytestmark = pytest.mark.e2e
-
-ONE_EACH = {
-    "mrs": 1,
-    "merges": 1,
-    "approvals": dict.fromkeys(APPROVERS, 1),
-    "comments": 1,
-    "approval_requests": 1,
-}
 
 
 def kill_the_caller(world: World, port: int | None) -> float:

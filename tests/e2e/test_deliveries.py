@@ -13,17 +13,9 @@ from bot.core.states import BindingState as S
 from bot.core.states import Flow
 from gitops_bot.fakes.relay import Sent
 from tests.e2e.cluster import wait_until
-from tests.e2e.world import APPROVERS, BOT_HOOK, PATHS, SECRETS, World
+from tests.e2e.world import BOT_HOOK, ONE_EACH, PATHS, SECRETS, World
 
 pytestmark = pytest.mark.e2e
-
-ONE_EACH = {
-    "mrs": 1,
-    "merges": 1,
-    "approvals": dict.fromkeys(APPROVERS, 1),
-    "comments": 1,
-    "approval_requests": 1,
-}
 
 
 def to_bot(world: World) -> list[Sent]:

@@ -8,17 +8,9 @@ from bot.core.states import BindingState as S
 from bot.core.states import Flow, Step
 from bot.store.flags import set_flag
 from tests.e2e.cluster import wait_until
-from tests.e2e.world import APPROVERS, PROJECT, World
+from tests.e2e.world import APPROVERS, ONE_EACH, PROJECT, World
 
 pytestmark = pytest.mark.e2e
-
-ONE_EACH = {
-    "mrs": 1,
-    "merges": 1,
-    "approvals": dict.fromkeys(APPROVERS, 1),
-    "comments": 1,
-    "approval_requests": 1,
-}
 
 
 def test_5xx_bursts_and_429_with_and_without_retry_after(world: World) -> None:

@@ -26,6 +26,20 @@ def _int(env: Mapping[str, str], key: str, default: int, unit: str = "seconds") 
         raise ValueError(f"{key} must be an integer number of {unit}, got {raw!r}") from exc
 
 
+def _secrets_by_project(value: str | None) -> dict[str, str]:
+    """`group/app=secret,123=secret2` -> {project: secret}; a pair without `=` stops startup."""
+    found: dict[str, str] = {}
+    for part in _csv(value):
+        project, sep, secret = part.partition("=")
+        if not sep or not project.strip() or not secret:
+            raise ValueError(
+                "GITOPS_DEPLOY_SECRETS must be comma-separated project=secret pairs "
+                "(project path or numeric id)"
+            )
+        found[project.strip().casefold()] = secret
+    return found
+
+
 def _positive_int(env: Mapping[str, str], key: str, default: int, unit: str = "seconds") -> int:
     value = _int(env, key, default, unit)
     if value <= 0:
@@ -69,13 +83,18 @@ class Settings:
     approval_url: str = ""
     approval_secret: str = field(default="", repr=False)
     deploy_secret: str = field(default="", repr=False)
+    #: per-project deploy secrets (GITOPS_DEPLOY_SECRETS, `project=secret,...`): a project named
+    #: here is validated only by a callback signed or tokened with its own secret; keys are
+    #: casefolded project paths or numeric ids
+    deploy_secrets: dict[str, str] = field(default_factory=dict, repr=False)
     api_token: str = field(default="", repr=False)
     public_url: str = "http://127.0.0.1:8000"
     allowed_paths: tuple[str, ...] = ()
     #: a request header set by a trusted proxy that lets a request into the dashboard
     #: (e.g. X-Forwarded-User); unset: the dashboard takes the API token only
     dashboard_header: str = ""
-    #: projects the bot manages besides those named by its operations (hooks check)
+    #: the projects the bot manages (paths or numeric ids): when set, an allow-list enforced on
+    #: API submissions and MR commands; always also the projects the hooks check looks at
     projects: tuple[str, ...] = ()
     port: int = 8000
     #: seconds between sweeps of operations past their deadline
@@ -91,6 +110,10 @@ class Settings:
     reconcile_max_age: int = 86400
     #: webhook and API bodies larger than this are refused with 413
     max_body_bytes: int = 1_048_576
+    #: times a stored delivery may fail processing before it is quarantined with its last error
+    inbox_max_attempts: int = 5
+    #: seconds during which one user gets at most one reply (refusal or help) per MR
+    reply_window: int = 600
     #: seconds a client has to send a request's headers, and then its body: a stalled body is
     #: answered 408 and stalled headers close the connection, so a slow client frees its thread
     body_timeout: int = 10
@@ -119,6 +142,7 @@ class Settings:
             approval_url=env.get("GITOPS_APPROVAL_URL", "").rstrip("/"),
             approval_secret=env.get("GITOPS_APPROVAL_SECRET", ""),
             deploy_secret=env.get("GITOPS_DEPLOY_SECRET", ""),
+            deploy_secrets=_secrets_by_project(env.get("GITOPS_DEPLOY_SECRETS")),
             api_token=env.get("GITOPS_API_TOKEN", ""),
             public_url=env.get("GITOPS_PUBLIC_URL", cls.public_url).rstrip("/"),
             allowed_paths=_csv(env.get("GITOPS_ALLOWED_PATHS")),
@@ -138,6 +162,10 @@ class Settings:
             reconcile_max_age=_positive_int(env, "GITOPS_RECONCILE_MAX_AGE", cls.reconcile_max_age),
             max_body_bytes=_positive_int(env, "GITOPS_MAX_BODY_BYTES", cls.max_body_bytes, "bytes"),
             body_timeout=body_timeout,
+            inbox_max_attempts=_positive_int(
+                env, "GITOPS_INBOX_MAX_ATTEMPTS", cls.inbox_max_attempts, "attempts"
+            ),
+            reply_window=_positive_int(env, "GITOPS_REPLY_WINDOW", cls.reply_window),
         )
 
 

@@ -81,6 +81,27 @@ def head(gl: gitlab.Gitlab, path: str, *, what: str, query: dict[str, Any] | Non
     _read(what, lambda: gl.http_head(path, query_data=query or {}))
 
 
+def get_raw(
+    gl: gitlab.Gitlab, path: str, *, what: str, query: dict[str, Any] | None = None
+) -> bytes:
+    """GET `path` and return the body's bytes (a raw file)."""
+    result = _read(what, lambda: gl.http_get(path, query_data=query or {}, raw=True))
+    content = getattr(result, "content", result)
+    if isinstance(content, str):
+        return content.encode("utf-8")
+    if not isinstance(content, bytes):
+        raise GitLabUnavailable(f"{what}: GitLab answered no bytes")
+    return content
+
+
+def head_headers(
+    gl: gitlab.Gitlab, path: str, *, what: str, query: dict[str, Any] | None = None
+) -> dict[str, str]:
+    """HEAD `path` and return its headers (raises NotFound when it does not exist)."""
+    headers = _read(what, lambda: gl.http_head(path, query_data=query or {}))
+    return {str(k).lower(): str(v) for k, v in headers.items()}
+
+
 def post_json(gl: gitlab.Gitlab, path: str, *, what: str, data: dict[str, Any]) -> dict[str, Any]:
     """POST JSON `data` to `path` and return the JSON object GitLab answers ({} when none)."""
     with translating(what, mutating=True):

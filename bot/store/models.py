@@ -124,6 +124,12 @@ class Operation(Base):
     head_sha: Mapped[str | None] = mapped_column(String(64))
     merge_commit_sha: Mapped[str | None] = mapped_column(String(64))
     approval_id: Mapped[str | None] = mapped_column(String(255))
+    #: what the approval approves (bot/core/identity.py): project, target branch, the digest of
+    #: the (path, content hash) pairs, and for MR-first the head SHA; fixed before the request
+    change_identity: Mapped[Any | None] = mapped_column(JSON)
+    #: the MR head whose changes were last checked equal to change_identity (approve and merge
+    #: are pinned to it); a head only becomes verified by that check
+    verified_sha: Mapped[str | None] = mapped_column(String(64))
     #: the bot's status comment on the MR, once written (edited in place without a lookup)
     status_note_id: Mapped[int | None] = mapped_column(BigInteger)
     #: sha256 of the body written there last (an unchanged comment is not written again)
@@ -219,6 +225,19 @@ class DeploySignal(Base):
     received_at: Mapped[datetime]
 
 
+class CommandReply(Base):
+    """When the bot last replied to one user on one MR (replies are rate-limited per window)."""
+
+    __tablename__ = "command_replies"
+    __table_args__ = (UniqueConstraint("project_id", "mr_iid", "user_id"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    project_id: Mapped[int] = mapped_column(BigInteger)
+    mr_iid: Mapped[int] = mapped_column(BigInteger)
+    user_id: Mapped[int] = mapped_column(BigInteger)
+    last_reply_at: Mapped[datetime]
+
+
 class Flag(Base):
     """A dynamic flag (workflow order, approve implementation, poll tiers), read per use."""
 
@@ -237,3 +256,4 @@ OUTBOX = cast(Table, OutboxEntry.__table__)
 INBOX = cast(Table, InboxEntry.__table__)
 DEPLOY_SIGNALS = cast(Table, DeploySignal.__table__)
 FLAGS = cast(Table, Flag.__table__)
+COMMAND_REPLIES = cast(Table, CommandReply.__table__)

@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 
 from flask import request
 
-from bot.paths import UnsafePath, normalise_path
+from bot.core.paths import UnsafePath, normalise_path
 from webhooks.ingest import read_body
 
 MAX_ID_LENGTH = 255

@@ -10,7 +10,7 @@ from typing import Any
 
 from bot.core.hints import HINT_KINDS
 from bot.core.states import BindingState, Step
-from bot.paths import MAX_PATH_LENGTH
+from bot.core.paths import MAX_PATH_LENGTH
 from webhooks import api_body as api
 
 _JSON = "application/json"

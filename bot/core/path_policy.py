@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from bot.paths import UnsafePath, normalise_path
+from bot.core.paths import UnsafePath, normalise_path
 
 #: Protected files and directories (a trailing `/` is a directory), compared case-insensitively.
 PROTECTED_PATHS: tuple[str, ...] = (

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
-from bot.paths import UnsafePath, normalise_path
+from bot.core.paths import UnsafePath, normalise_path
 from bot.store.models import OPERATIONS
 from tests.api import ALLOWED, Api, change_body
 from tests.unit.test_paths import PATHS, expected_form, generated_paths, safely_inside

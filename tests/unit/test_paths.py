@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.paths import UnsafePath, normalise_path
+from bot.core.paths import UnsafePath, normalise_path
 
 PREFIXES = ("config/", "deploy/values.yaml")
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from bot.core.hints import HINT_KINDS
-from bot.core.states import BindingState, Step
 from bot.core.paths import MAX_PATH_LENGTH
+from bot.core.states import BindingState, Step
 from webhooks import api_body as api
 
 _JSON = "application/json"

@@ -211,10 +211,12 @@ DEFAULT_MIN_ACCESS: dict[Verb, int] = {
     Verb.REVERT: MAINTAINER,
     Verb.HELP: 0,
 }
-#: Verbs the MR's author may run whatever their access level.
+#: Verbs the MR's author may run with less than the verb's level (but never below
+#: AUTHOR_MIN_ACCESS).
 DEFAULT_AUTHOR_MAY: frozenset[Verb] = frozenset({Verb.APPLY, Verb.STATUS, Verb.RETRY, Verb.CANCEL})
-#: The author counts as such only while still a member of the project (at least Guest).
-AUTHOR_MIN_ACCESS = GUEST
+#: Being the MR's author lets a member skip nothing below Developer: a Guest or Reporter who
+#: wrote the MR (or was demoted since) has only their own level's rights.
+AUTHOR_MIN_ACCESS = DEVELOPER
 
 
 def access_name(level: int) -> str:
@@ -239,7 +241,9 @@ class Rules:
         if need <= 0:
             return "anyone"
         text = f"{access_name(need)} or higher"
-        return text + (", or the MR author" if verb in self.author_may else "")
+        if verb in self.author_may and need > AUTHOR_MIN_ACCESS:
+            text += f" ({access_name(AUTHOR_MIN_ACCESS)} or higher for the MR author)"
+        return text
 
 
 DEFAULT_RULES = Rules()
@@ -269,6 +273,7 @@ def allowed(
     """Decides whether a commenter may run `verb`; `access_level` None means the lookup failed.
 
     A failed lookup denies everything that needs one (fail closed); 0 means "not a member".
+    The author privilege counts only from AUTHOR_MIN_ACCESS (Developer) up.
     """
     need = rules.min_access.get(verb, MAINTAINER)
     if need <= 0:

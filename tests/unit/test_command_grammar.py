@@ -251,16 +251,20 @@ NON_MEMBER, GUEST, REPORTER, DEVELOPER, MAINTAINER, OWNER = 0, 10, 20, 30, 40, 5
 CASES = [
     (Verb.APPLY, False, DEVELOPER, True),
     (Verb.APPLY, False, REPORTER, False),
-    (Verb.APPLY, True, REPORTER, True),
+    (Verb.APPLY, True, REPORTER, False),  # the author privilege starts at Developer
+    (Verb.APPLY, True, GUEST, False),
     (Verb.STATUS, False, DEVELOPER, True),
     (Verb.STATUS, False, GUEST, False),
-    (Verb.STATUS, True, GUEST, True),
+    (Verb.STATUS, True, GUEST, False),
     (Verb.RETRY, False, DEVELOPER, False),
     (Verb.RETRY, False, MAINTAINER, True),
     (Verb.RETRY, True, DEVELOPER, True),
+    (Verb.RETRY, True, REPORTER, False),
     (Verb.CANCEL, False, DEVELOPER, False),
     (Verb.CANCEL, False, OWNER, True),
-    (Verb.CANCEL, True, REPORTER, True),
+    (Verb.CANCEL, True, REPORTER, False),
+    (Verb.CANCEL, True, DEVELOPER, True),
+    (Verb.CANCEL, True, GUEST, False),
     (Verb.REVERT, False, MAINTAINER, True),
     (Verb.REVERT, True, DEVELOPER, False),
     (Verb.REVERT, False, DEVELOPER, False),
@@ -272,8 +276,8 @@ CASES = [
 
 @pytest.mark.parametrize(("verb", "is_author", "level", "expected"), CASES)
 def test_default_rules(verb: Verb, is_author: bool, level: int, expected: bool) -> None:
-    """apply/status: author or Developer+; retry/cancel: author or Maintainer+; revert:
-    Maintainer+; help: anyone."""
+    """apply/status: Developer+; retry/cancel: Maintainer+, or the MR author from Developer up
+    (a Guest or Reporter author gains nothing); revert: Maintainer+; help: anyone."""
     decision = allowed(verb, is_author=is_author, access_level=level)
     assert decision.allowed is expected
     if not expected:
@@ -297,18 +301,27 @@ def test_help_needs_no_lookup() -> None:
 
 def test_rules_from_flag_values() -> None:
     """Flag values override per verb; verbs left out keep their default; junk is dropped."""
-    rules = rules_from({"retry": DEVELOPER, "nope": 1, "help": "x"}, ["status", "nope"])
+    rules = rules_from(
+        {"retry": DEVELOPER, "status": MAINTAINER, "nope": 1, "help": "x"}, ["status", "nope"]
+    )
     assert allowed(Verb.RETRY, is_author=False, access_level=DEVELOPER, rules=rules).allowed
-    assert not allowed(Verb.APPLY, is_author=True, access_level=REPORTER, rules=rules).allowed
-    assert allowed(Verb.STATUS, is_author=True, access_level=GUEST, rules=rules).allowed
+    assert not allowed(Verb.CANCEL, is_author=True, access_level=DEVELOPER, rules=rules).allowed
+    assert allowed(Verb.STATUS, is_author=True, access_level=DEVELOPER, rules=rules).allowed
+    assert not allowed(Verb.STATUS, is_author=False, access_level=DEVELOPER, rules=rules).allowed
+    assert not allowed(Verb.STATUS, is_author=True, access_level=GUEST, rules=rules).allowed
     assert not allowed(Verb.REVERT, is_author=False, access_level=DEVELOPER, rules=rules).allowed
     assert rules.who(Verb.RETRY) == "Developer or higher"
     assert rules.who(Verb.HELP) == "anyone"
 
 
 def test_the_refusal_says_what_is_needed_and_what_the_person_has() -> None:
-    """A refusal names the level needed, the author exception, and the person's level."""
-    decision = allowed(Verb.RETRY, is_author=False, access_level=REPORTER)
-    assert (
-        decision.reason == "retry needs Maintainer or higher, or the MR author; you have Reporter"
+    """A refusal names the level needed, the author exception (from Developer), and the
+    person's level; where the author privilege adds nothing it is not mentioned."""
+    decision = allowed(Verb.RETRY, is_author=True, access_level=REPORTER)
+    assert decision.reason == (
+        "retry needs Maintainer or higher (Developer or higher for the MR author); "
+        "you have Reporter"
+    )
+    assert allowed(Verb.APPLY, is_author=True, access_level=GUEST).reason == (
+        "apply needs Developer or higher; you have Guest"
     )

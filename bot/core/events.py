@@ -23,6 +23,7 @@ class Event(StrEnum):
     # creation
     MR_OPENED = "mr_opened"
     CREATE_ERROR = "create_error"
+    PATH_REFUSED = "path_refused"
     # the MR's check pipeline
     PIPELINE_PASSED = "pipeline_passed"
     PIPELINE_FAILED = "pipeline_failed"
@@ -34,6 +35,7 @@ class Event(StrEnum):
     REBASE_STARTED = "rebase_started"
     REBASE_CONFLICT = "rebase_conflict"
     MERGE_ERROR = "merge_error"
+    CHANGED_AFTER_APPROVAL = "changed_after_approval"
     MERGED = "merged"
     # validation: the deployment pipeline's word
     DEPLOYED = "deployed"

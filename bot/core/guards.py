@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from bot.core.states import Flow, Phase, Step
+from bot.core.states import REAPPLY_AFTER, Flow, Phase, Step
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,6 +18,8 @@ class Snapshot:
     mr_opened_by_bot: bool = False
     approved: bool = False
     has_approval_request: bool = False
+    #: a new request: the step of the operation that owns the binding now (None: no binding)
+    prior_step: Step | None = None
 
 
 def approve_first(s: Snapshot) -> bool:
@@ -57,6 +59,22 @@ def retry_creation(s: Snapshot) -> bool:
     return not retry_approval(s)
 
 
+def retry_handling(s: Snapshot) -> bool:
+    """A retry may approve and merge again: not when the content changed after approval (it
+    would approve what nobody approved; a re-apply asks for a new approval instead)."""
+    return s.step is not Step.HANDLE_CHANGED_AFTER_APPROVAL
+
+
+def reapply_approve_first(s: Snapshot) -> bool:
+    """A re-apply after the content stopped a request (changed after approval, path refused)."""
+    return s.prior_step in REAPPLY_AFTER and approve_first(s)
+
+
+def reapply_mr_first(s: Snapshot) -> bool:
+    """The MR-first re-apply after the content stopped a request."""
+    return s.prior_step in REAPPLY_AFTER and mr_first(s)
+
+
 Guard = Callable[[Snapshot], bool]
 
 #: Guards by the name the transition table uses.
@@ -70,5 +88,8 @@ GUARDS: dict[str, Guard] = {
         approval_in_flight,
         retry_approval,
         retry_creation,
+        retry_handling,
+        reapply_approve_first,
+        reapply_mr_first,
     )
 }

@@ -38,6 +38,7 @@ STEP_WORDS: dict[Step, str] = {
     Step.CREATE_PIPELINE_PASSED: "the check pipeline passed; handling the merge request",
     Step.CREATE_OVERLOADED: "accepting the request (the bot's work queue was full)",
     Step.CREATE_TIMED_OUT: "creating the merge request (it did not finish in time)",
+    Step.CREATE_PATH_REFUSED: "checking the paths the change touches",
     Step.HANDLE_STARTED: "approving and merging the merge request",
     Step.HANDLE_APPROVED: "merging the approved merge request",
     Step.HANDLE_MERGED: "merged; waiting for the deployment to put the change in effect",
@@ -48,6 +49,7 @@ STEP_WORDS: dict[Step, str] = {
     Step.HANDLE_PIPELINE_FAILED: "running the pipeline before the merge",
     Step.HANDLE_PIPELINE_PASSED: "the pipeline passed; merging",
     Step.HANDLE_TIMED_OUT: "approving and merging (it did not finish in time)",
+    Step.HANDLE_CHANGED_AFTER_APPROVAL: "checking the merge request against what was approved",
     Step.CLOSE_REJECTED: "the approvers rejected the request",
     Step.CLOSE_WITHDRAWN: "the approval request was withdrawn",
     Step.CLOSE_CANCELLED: "the request was cancelled",
@@ -76,6 +78,14 @@ _RETRY_ADVICE: dict[Step, str] = {
     Step.HANDLE_REBASE_CONFLICT: "resolve the conflict on the branch, then retry",
 }
 _DEFAULT_RETRY_ADVICE = "retry once the cause is fixed"
+
+#: Stops a retry cannot mend: the content is not what was approved or allowed (REAPPLY_AFTER).
+_CONTENT_STOPS: dict[Step, str] = {
+    Step.HANDLE_CHANGED_AFTER_APPROVAL: (
+        "changed after approval: the merge request no longer matches what the approvers "
+        "approved, so the bot neither approved nor merged it and took its approvals back"
+    ),
+}
 
 #: What an unknown outcome waits for; "you can keep waiting" goes in front of it.
 _PENDING: dict[Step, str] = {
@@ -128,6 +138,21 @@ def _failed(state: BindingState, step: Step) -> Hint:
             "failed",
             f"Failed while {words(step)}: the change is merged but not in effect. "
             f"Please contact the maintainers; {_DEFAULT_RETRY_ADVICE}.",
+        )
+    stop = _CONTENT_STOPS.get(step)
+    if stop is not None:
+        return Hint(
+            "failed",
+            f"Failed while {words(step)}: {stop}. Re-apply (the API or /gitops apply) to request "
+            "a new approval for the content as it is now; a retry cannot help. Please contact the "
+            "maintainers if this is unexpected.",
+        )
+    if step is Step.CREATE_PATH_REFUSED:
+        return Hint(
+            "failed",
+            f"Failed while {words(step)}: it touches a path the bot may not change (a protected "
+            "path or a file the CI configuration includes), so nothing was approved or merged. "
+            "Change the paths and re-apply, or contact the maintainers to allow them, then retry.",
         )
     advice = _RETRY_ADVICE.get(step, _DEFAULT_RETRY_ADVICE)
     return Hint(

@@ -60,6 +60,7 @@ class Step(IntEnum):
     CREATE_PIPELINE_PASSED = 10005
     CREATE_OVERLOADED = 10006
     CREATE_TIMED_OUT = 10007
+    CREATE_PATH_REFUSED = 10008
     # handling: approve as each approval bot, merge, rebase
     HANDLE_STARTED = 10101
     HANDLE_APPROVED = 10102
@@ -71,6 +72,7 @@ class Step(IntEnum):
     HANDLE_PIPELINE_FAILED = 10108
     HANDLE_PIPELINE_PASSED = 10109
     HANDLE_TIMED_OUT = 10110
+    HANDLE_CHANGED_AFTER_APPROVAL = 10111
     # closing
     CLOSE_REJECTED = 10201
     CLOSE_WITHDRAWN = 10202
@@ -128,6 +130,13 @@ AWAITING_PIPELINE: frozenset[Step] = frozenset(
         Step.HANDLE_REBASING,
         Step.HANDLE_PIPELINE_PENDING,
     }
+)
+
+
+#: Stops after which a re-apply (API or `/gitops apply`) may start a new request in place: the
+#: content is not what was approved or allowed, so retrying the old request cannot help.
+REAPPLY_AFTER: frozenset[Step] = frozenset(
+    {Step.HANDLE_CHANGED_AFTER_APPROVAL, Step.CREATE_PATH_REFUSED}
 )
 
 

@@ -24,6 +24,8 @@ class Effect(StrEnum):
     LABELS = "labels"
     CLOSE_MR = "close_mr"
     WITHDRAW_APPROVAL = "withdraw_approval"
+    #: the approver accounts take back their approvals (the content changed after approval)
+    UNAPPROVE = "unapprove"
 
 
 #: Every transition updates the MR's status comment and label (when there is an MR).
@@ -35,6 +37,7 @@ EFFECT_GUARDS: dict[Effect, str] = {
     Effect.LABELS: "has_mr",
     Effect.CLOSE_MR: "bot_opened_mr",
     Effect.WITHDRAW_APPROVAL: "approval_in_flight",
+    Effect.UNAPPROVE: "has_mr",
 }
 
 
@@ -86,6 +89,15 @@ TABLE: tuple[Transition, ...] = (
         sorted(REVERTIBLE), E.REVERT, S.APPROVAL_SENDING, Step.APPROVAL_SUBMITTING, "approve_first"
     ),
     *_rows(sorted(REVERTIBLE), E.REVERT, S.MR_CREATING, Step.CREATE_STARTED, "mr_first"),
+    # a re-apply after the content stopped the request (changed after approval, path refused)
+    *_rows(
+        sorted(FAILED),
+        E.SUBMIT,
+        S.APPROVAL_SENDING,
+        Step.APPROVAL_SUBMITTING,
+        "reapply_approve_first",
+    ),
+    *_rows(sorted(FAILED), E.SUBMIT, S.MR_CREATING, Step.CREATE_STARTED, "reapply_mr_first"),
     # -- overload: a bounded queue refuses new work explicitly --------------------------------
     Transition(S.APPROVAL_SENDING, E.OVERLOADED, S.CREATE_FAILED, Step.CREATE_OVERLOADED),
     Transition(S.MR_CREATING, E.OVERLOADED, S.CREATE_FAILED, Step.CREATE_OVERLOADED),
@@ -126,6 +138,13 @@ TABLE: tuple[Transition, ...] = (
         Step.CLOSE_WITHDRAWN,
         effects=(Effect.CLOSE_MR,),
     ),
+    # -- a path the policy refuses (a protected path, a CI include): nobody is asked -----------
+    *_rows(
+        (S.APPROVAL_SENDING, S.MR_CREATING, S.MR_CREATED),
+        E.PATH_REFUSED,
+        S.CREATE_FAILED,
+        Step.CREATE_PATH_REFUSED,
+    ),
     # -- creation: branch, commit, MR, then its check pipeline --------------------------------
     Transition(S.MR_CREATING, E.MR_OPENED, S.MR_CREATING, Step.CREATE_SUCCEEDED),
     Transition(S.MR_CREATING, E.CREATE_ERROR, S.CREATE_FAILED, Step.CREATE_FAILED),
@@ -147,6 +166,14 @@ TABLE: tuple[Transition, ...] = (
     Transition(S.MERGING, E.PIPELINE_FAILED, S.HANDLE_FAILED, Step.HANDLE_PIPELINE_FAILED),
     Transition(S.MERGING, E.PIPELINE_TIMED_OUT, S.MERGING, Step.HANDLE_PIPELINE_PENDING),
     Transition(S.MERGING, E.MERGE_ERROR, S.HANDLE_FAILED, Step.HANDLE_MERGE_FAILED),
+    # the MR's changes differ from the approved change identity: never approved nor merged
+    Transition(
+        S.MERGING,
+        E.CHANGED_AFTER_APPROVAL,
+        S.HANDLE_FAILED,
+        Step.HANDLE_CHANGED_AFTER_APPROVAL,
+        effects=(Effect.UNAPPROVE,),
+    ),
     Transition(S.MERGING, E.MERGED, S.MERGED, Step.HANDLE_MERGED, stamp="merged_at"),
     # -- validation: the deployment pipeline says the change is in effect -------------------
     Transition(S.MERGED, E.DEPLOYED, S.VALIDATED, Step.CALLBACK_VALIDATED),
@@ -174,7 +201,7 @@ TABLE: tuple[Transition, ...] = (
         S.CREATE_FAILED, E.RETRY, S.APPROVAL_SENDING, Step.APPROVAL_SUBMITTING, "retry_approval"
     ),
     Transition(S.CREATE_FAILED, E.RETRY, S.MR_CREATING, Step.CREATE_STARTED, "retry_creation"),
-    Transition(S.HANDLE_FAILED, E.RETRY, S.MERGING, Step.HANDLE_STARTED),
+    Transition(S.HANDLE_FAILED, E.RETRY, S.MERGING, Step.HANDLE_STARTED, "retry_handling"),
     # -- a running step past its deadline and retry budget (the sweep) ------------------------
     Transition(
         S.APPROVAL_SENDING, E.DEADLINE_EXPIRED, S.CREATE_FAILED, Step.APPROVAL_SUBMIT_FAILED

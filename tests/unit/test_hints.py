@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bot.core.hints import HINT_KINDS, STEP_WORDS, Hint, hint_for, words
-from bot.core.states import FAILED, BindingState, Phase, Step
+from bot.core.states import FAILED, REAPPLY_AFTER, BindingState, Phase, Step
 from bot.core.states import BindingState as S
 from bot.core.table import TABLE
 
@@ -47,11 +47,18 @@ def test_reachable_pairs_cover_every_kind() -> None:
     ("state", "step"), [(s, p) for s, p in REACHABLE if expected_kind(s, p) == "failed"]
 )
 def test_failures_name_the_step_and_tell_whom_to_ask(state: BindingState, step: Step) -> None:
-    """A failure names its step in words, says "contact the maintainers" and when to retry."""
+    """A failure names its step in words, says "contact the maintainers" and when to retry; a
+    stop over content (changed after approval, a refused path) says to re-apply instead."""
     text = hint_for(state, step).text
     assert words(step) in text
     assert "contact the maintainers" in text
-    assert "retry" in text
+    if step is Step.HANDLE_CHANGED_AFTER_APPROVAL:
+        assert "Re-apply" in text
+        assert "a retry cannot help" in text
+    else:
+        assert "retry" in text
+    if step in REAPPLY_AFTER:
+        assert "re-apply" in text.lower()
 
 
 @pytest.mark.parametrize(

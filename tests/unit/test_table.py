@@ -19,6 +19,7 @@ from bot.core.states import (
     AWAITING_APPROVAL,
     FAILED,
     REAPPLIABLE,
+    REAPPLY_AFTER,
     TERMINAL,
     BindingState,
     Flow,
@@ -242,11 +243,37 @@ def test_nothing_leaves_a_terminal_state_except_reapply_or_revert() -> None:
 
 
 def test_failed_states_need_an_explicit_action() -> None:
-    """A failed request is not re-appliable by a new submission; retry or cancel move it."""
+    """A failed request is not re-appliable by a new submission unless the content stopped it
+    (changed after approval, a refused path); otherwise retry or cancel move it."""
     assert not FAILED & REAPPLIABLE
     for state in FAILED:
         events = {r.event for r in TABLE if r.source == state}
-        assert events == {E.RETRY, E.CANCEL}
+        assert events == {E.RETRY, E.CANCEL, E.SUBMIT}
+        guards = {r.guard for r in TABLE if r.source == state and r.event is E.SUBMIT}
+        assert guards == {"reapply_approve_first", "reapply_mr_first"}
+        for flow in Flow:
+            ordinary = Snapshot(flow=flow, prior_step=Step.HANDLE_MERGE_FAILED)
+            assert resolve(state, E.SUBMIT, ordinary).transition is None
+
+
+@pytest.mark.parametrize("stop", sorted(REAPPLY_AFTER))
+@pytest.mark.parametrize("state", sorted(FAILED))
+def test_content_stops_take_a_reapply(state: S, stop: Step) -> None:
+    """After "changed after approval" or a refused path, a re-apply starts a new request in the
+    flow asked for."""
+    for flow, target in ((Flow.APPROVE_FIRST, S.APPROVAL_SENDING), (Flow.MR_FIRST, S.MR_CREATING)):
+        moved = resolve(state, E.SUBMIT, Snapshot(flow=flow, prior_step=stop)).transition
+        assert moved is not None
+        assert moved.target is target
+
+
+def test_changed_after_approval_refuses_a_retry() -> None:
+    """A retry after "changed after approval" would approve what nobody approved: refused."""
+    for flow in Flow:
+        stopped = Snapshot(flow=flow, step=Step.HANDLE_CHANGED_AFTER_APPROVAL)
+        assert resolve(S.HANDLE_FAILED, E.RETRY, stopped).transition is None
+        other = Snapshot(flow=flow, step=Step.HANDLE_MERGE_FAILED)
+        assert resolve(S.HANDLE_FAILED, E.RETRY, other).transition is not None
 
 
 def test_retry_returns_to_the_step_where_it_stopped() -> None:

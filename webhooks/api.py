@@ -12,6 +12,7 @@ from typing import Any
 from flask import Blueprint, Response, jsonify, request
 
 from bot.core.events import Event, Source
+from bot.core.managed import is_managed
 from bot.core.states import BindingState, Flow, Step
 from bot.errors import Conflict, IllegalTransition, InProgress, NotOwner, UnknownOperation
 from bot.queueing import QueueUnavailable
@@ -93,6 +94,13 @@ def create_change() -> tuple[Response, int]:
     body = load_body()
     key = idempotency_key()
     change = validate_change(body, services.settings.allowed_paths)
+    if not is_managed(services.settings.projects, path=change.project):
+        raise ApiError(
+            403,
+            "project_not_managed",
+            f"the bot does not manage {change.project}; it is not listed in GITOPS_PROJECTS",
+            project=change.project,
+        )
     digest = request_hash(body)
     if key is not None and (hit := operation_by_idempotency_key(services.engine, key)):
         return _replay(services, hit, digest, change.requested_by)

@@ -264,6 +264,11 @@ def _paths() -> dict[str, Any]:
                     "202": _json(_ref("Accepted"), "Recorded; the bot carries it from here."),
                     "400": _error("`malformed_json`: the body is not JSON."),
                     "401": _UNAUTHORIZED,
+                    "403": _error(
+                        "`project_not_managed` (with `project`): GITOPS_PROJECTS is set and does "
+                        "not list the project (by path, compared case-insensitively, or by "
+                        "numeric id); nothing recorded."
+                    ),
                     "408": _error(
                         "`request_timeout`: the body did not arrive within GITOPS_BODY_TIMEOUT "
                         "seconds; nothing recorded."

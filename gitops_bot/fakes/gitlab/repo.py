@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -106,3 +107,56 @@ def apply_actions(tree: Mapping[str, str], actions: Iterable[Mapping[str, Any]])
         else:
             raise bad_request("actions[action] does not have a valid value")
     return result
+
+
+def commits_between(commits: Mapping[str, Commit], base: str, head: str) -> list[Commit]:
+    """Commits reachable from `head` but not from `base`, oldest first (`git log base..head`)."""
+    only = ancestors(commits, head) - ancestors(commits, base)
+    return sorted((commits[sha] for sha in only), key=lambda c: c.seq)
+
+
+def _hunks(old: str | None, new: str | None) -> str:
+    """A unified diff body as GitLab answers it: hunks only, no `---`/`+++` header."""
+    before = (old or "").splitlines(keepends=True)
+    after = (new or "").splitlines(keepends=True)
+    out: list[str] = []
+    for line in list(difflib.unified_diff(before, after, n=3))[2:]:
+        if line.endswith("\n"):
+            out.append(line)
+        else:
+            out.append(f"{line}\n\\ No newline at end of file\n")
+    return "".join(out)
+
+
+def diff_entries(base: Mapping[str, str], head: Mapping[str, str]) -> list[dict[str, Any]]:
+    """Each changed path from `base` to `head` as GitLab's diff entity, sorted by path.
+
+    Like git's rename detection (exact content only): a deleted path whose content reappears
+    under an added path is one `renamed_file` entry with both paths.
+    """
+    changed = diff(base, head)
+    added = sorted(p for p, content in changed.items() if content is not None and p not in base)
+    deleted = sorted(p for p, content in changed.items() if content is None)
+    renames: dict[str, str] = {}
+    for old in deleted:
+        match = next((n for n in added if n not in renames.values() and head[n] == base[old]), None)
+        if match is not None:
+            renames[old] = match
+    entries: list[dict[str, Any]] = []
+    for path in sorted(changed.keys() - set(renames.values())):
+        old_path, new_path = path, renames.get(path, path)
+        new_file, deleted_file = path not in base, path not in renames and changed[path] is None
+        entries.append(
+            {
+                "old_path": old_path,
+                "new_path": new_path,
+                "a_mode": "0" if new_file else "100644",
+                "b_mode": "0" if deleted_file else "100644",
+                "new_file": new_file,
+                "renamed_file": old_path != new_path,
+                "deleted_file": deleted_file,
+                "generated_file": False,
+                "diff": _hunks(base.get(old_path), head.get(new_path)),
+            }
+        )
+    return entries

@@ -7,6 +7,7 @@ import hashlib
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from . import repo
 from .model import Commit, Hook, Pipeline, Project, User
 
 if TYPE_CHECKING:
@@ -114,7 +115,7 @@ def branch(state: State, p: Project, name: str) -> JSON:
     }
 
 
-def file(p: Project, c: Commit, path: str, ref: str) -> JSON:
+def file(state: State, c: Commit, path: str, ref: str) -> JSON:
     """GET /repository/files/:path (content base64-encoded)."""
     data = c.tree[path].encode()
     return {
@@ -125,10 +126,24 @@ def file(p: Project, c: Commit, path: str, ref: str) -> JSON:
         "content": base64.b64encode(data).decode(),
         "content_sha256": hashlib.sha256(data).hexdigest(),
         "ref": ref,
-        "blob_id": hashlib.sha1(data, usedforsecurity=False).hexdigest(),
+        "blob_id": repo.blob_id(c.tree[path]),
         "commit_id": c.sha,
-        "last_commit_id": c.sha,
+        "last_commit_id": repo.last_commit_for_path(state.commits, c.sha, path),
         "execute_filemode": False,
+    }
+
+
+def file_headers(state: State, c: Commit, path: str, ref: str) -> dict[str, str]:
+    """The `X-Gitlab-*` headers GitLab sends with a file (HEAD, GET and raw): every field of the
+    file answer but its content, as documented (`X-Gitlab-Content-Sha256`, `X-Gitlab-Size`, ...).
+    """
+    fields = file(state, c, path, ref)
+    del fields["content"]
+    return {
+        "X-Gitlab-" + "-".join(part.capitalize() for part in name.split("_")): (
+            str(value).lower() if isinstance(value, bool) else str(value)
+        )
+        for name, value in fields.items()
     }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import hashlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -160,3 +161,25 @@ def diff_entries(base: Mapping[str, str], head: Mapping[str, str]) -> list[dict[
             }
         )
     return entries
+
+
+def blob_id(content: str) -> str:
+    """Git's blob object id of a file's content (`git hash-object`)."""
+    data = content.encode()
+    header = f"blob {len(data)}\0".encode()
+    return hashlib.sha1(header + data, usedforsecurity=False).hexdigest()
+
+
+def last_commit_for_path(commits: Mapping[str, Commit], sha: str, path: str) -> str:
+    """The newest commit in `sha`'s history that changed `path` (`git log -1 -- path`).
+
+    Follows git's history simplification: through a parent with the same content, else stops.
+    """
+    current = commits[sha]
+    content = current.tree.get(path)
+    while current.parents:
+        same = next((p for p in current.parents if commits[p].tree.get(path) == content), None)
+        if same is None:
+            break
+        current = commits[same]
+    return current.sha

@@ -156,17 +156,18 @@ def _file_at(ctx: Ctx, project: Project) -> tuple[Commit, str, str]:
 
 @router.route("GET", P + "/repository/files/{file_path}/raw")
 def raw_file(ctx: Ctx) -> Reply:
-    """A file's raw content at `ref`."""
-    commit, path, _ = _file_at(ctx, ctx.project())
-    return Reply(200, commit.tree[path].encode())
+    """A file's raw content at `ref`, with GitLab's `X-Gitlab-*` file headers."""
+    commit, path, ref = _file_at(ctx, ctx.project())
+    headers = render.file_headers(ctx.state, commit, path, ref)
+    return Reply(200, commit.tree[path].encode(), headers)
 
 
 @router.route("GET", P + "/repository/files/{file_path}")
 def get_file(ctx: Ctx) -> Reply:
-    """A file's metadata and base64 content at `ref`."""
-    project = ctx.project()
-    commit, path, ref = _file_at(ctx, project)
-    return Reply(200, render.file(project, commit, path, ref))
+    """A file's metadata and base64 content at `ref`; HEAD answers the same headers, no body."""
+    commit, path, ref = _file_at(ctx, ctx.project())
+    headers = render.file_headers(ctx.state, commit, path, ref)
+    return Reply(200, render.file(ctx.state, commit, path, ref), headers)
 
 
 @router.route("GET", P + "/members/all")

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 
 from . import mr_ops, notes, repo
-from .model import PIPELINE_STATUSES, Deployment, Note, Pipeline
+from .model import PIPELINE_STATUSES, Deployment, Note, Pipeline, Project
 from .seeding import ProjectRef, SeedingMixin, UserRef
 
 
@@ -36,6 +37,69 @@ class ControlMixin(SeedingMixin):
             mr_ops.approve(
                 self.state, p, self.state.mr(p, iid), self._u(user), check_items=p.check_items
             )
+
+    def retarget(
+        self, project: ProjectRef, iid: int, target_branch: str, *, by: UserRef = "root"
+    ) -> None:
+        """A person changes the MR's target branch (as `PUT .../merge_requests/:iid` with
+        `target_branch` does): the MR now merges into `target_branch`, and GitLab's MR Hook
+        `update` goes out with `changes.target_branch` {previous, current}. No new pipeline
+        (the head did not move). ApiError 422 for a missing branch or a duplicate MR."""
+        with self.lock:
+            p = self._p(project)
+            mr = self.state.mr(p, iid)
+            mr_ops.update_mr(self.state, p, mr, self._u(by), {"target_branch": target_branch})
+
+    def force_push(
+        self,
+        project: ProjectRef,
+        branch: str,
+        files: Mapping[str, str | None],
+        *,
+        base: str | None = None,
+        author: UserRef = "root",
+        message: str = "Rewrite history",
+    ) -> str:
+        """A person force-pushes `branch`: it becomes one new commit on `base` (a branch name or
+        SHA; default the head of the target branch of the open MR from `branch`, else the
+        default branch) with `files` applied (None deletes); the old commits are no longer in
+        its history. An open MR from `branch` follows like after any push: new head, a new
+        pipeline, MR Hook `update` with `oldrev`. Returns the new SHA."""
+        with self.lock:
+            p = self._p(project)
+            start = self._force_base(p, branch, base)
+            tree = dict(self.state.commits[start].tree)
+            for path, content in files.items():
+                if content is None:
+                    tree.pop(path, None)
+                else:
+                    tree[path] = content
+            user = self._u(author)
+            commit = self.state.make_commit((start,), tree, message, user.id)
+            self.state.move_branch(p, branch, commit.sha, user)
+            return commit.sha
+
+    def _force_base(self, p: Project, branch: str, base: str | None) -> str:
+        """The SHA a force push builds on (see `force_push`)."""
+        if base is not None:
+            found = p.branches.get(base) or next(
+                (sha for sha in self.state.commits if sha.startswith(base)), None
+            )
+            if found is None:
+                raise KeyError(f"no branch or commit {base!r} in {p.path}")
+            return found
+        mr = next(
+            (
+                m
+                for target in self.state.projects.values()
+                for m in target.mrs.values()
+                if m.state == "opened" and m.source_project_id == p.id and m.source_branch == branch
+            ),
+            None,
+        )
+        if mr is not None:
+            return self.state.projects[mr.project_id].branches[mr.target_branch]
+        return p.branches[p.default_branch]
 
     def disable_hook(
         self, project: ProjectRef, hook_id: int, *, until: datetime | None = None

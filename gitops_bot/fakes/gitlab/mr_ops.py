@@ -80,7 +80,11 @@ def update_mr(
     """PUT /merge_requests/:iid: labels, title, description, state_event, branch options."""
     if actor.id != mr.author_id and state.access(project, actor.id) < Access.DEVELOPER:
         raise forbidden()
+    target = params.get("target_branch")
+    if target is not None and target != mr.target_branch:
+        check_target(state, project, mr, str(target))
     before = list(mr.labels)
+    previous = {name: getattr(mr, name) for name in ("title", "description", "target_branch")}
     if params.get("labels") is not None:
         mr.labels = list(dict.fromkeys(params["labels"]))
     for label in params.get("add_labels") or []:
@@ -100,10 +104,35 @@ def update_mr(
     elif event == "reopen" and mr.state == "closed":
         mr.state, mr.closed_at, mr.closed_by_id, action = "opened", None, None, "reopen"
     mr.updated_at = state.clock()
-    changes: dict[str, Any] = {}
+    changes: dict[str, Any] = {
+        name: {"previous": value, "current": getattr(mr, name)}
+        for name, value in previous.items()
+        if getattr(mr, name) != value
+    }
     if before != mr.labels:
         changes["labels"] = {"previous": before, "current": list(mr.labels)}
     state.emit(project, "merge_request", mr=mr, actor=actor, action=action, changes=changes)
+
+
+def check_target(state: State, project: Project, mr: MergeRequest, target: str) -> None:
+    """A new target branch must exist and differ from the source; no other open MR may have the
+    same source and target (GitLab's 422s)."""
+    if target not in project.branches:
+        raise ApiError(422, [f'Target branch "{target}" does not exist'])
+    if mr.source_project_id == project.id and mr.source_branch == target:
+        raise ApiError(422, ["You can't use same project/branch for source and target"])
+    for other in project.mrs.values():
+        if (
+            other is not mr
+            and other.state == "opened"
+            and other.source_project_id == mr.source_project_id
+            and other.source_branch == mr.source_branch
+            and other.target_branch == target
+        ):
+            message = (
+                f"Another open merge request already exists for this source branch: !{other.iid}"
+            )
+            raise ApiError(422, [message])
 
 
 def approve(

@@ -1,52 +1,51 @@
 """MR comment commands, the job side: a Note event in; who typed it, may they, run it, answer.
 
-Called by `jobs.inbox.route` for every Note Hook. GitLab is read before, and answered after, the
-command's one database transaction (bot/workflow/commands.py), never inside it. The note gets a
-reaction (👀 accepted, 🚫 refused); a refusal or a help request also gets one short reply. A
-reply is posted only by the run whose reaction was new: GitLab keeps one award per user, emoji
-and note, so a delivery processed twice (or by two workers at once) replies once.
+Called by `jobs.inbox.route` for every Note Hook. The payload only tells which note to look at
+(and what can be skipped for free); the note itself, its author and the MR are read from GitLab
+(jobs/command_facts.py) before the command's one database transaction
+(bot/workflow/commands.py), never inside it, and the answer (jobs/command_reply.py) comes after:
+a reaction always, a reply to a refusal or a help request at most once per user and MR per
+GITOPS_REPLY_WINDOW. `/gitops apply` and `/gitops revert` check the paths they would change
+against the same path policy as the REST API (jobs/command_paths.py).
 """
 
 from __future__ import annotations
 
-import base64
 import logging
-import re
-from typing import Any, assert_never
-from urllib.parse import quote
+from collections.abc import Mapping
+from typing import assert_never
 
-from markupsafe import Markup
 from sqlalchemy.engine import Engine
 
-from bot.core.commands import DESCRIPTIONS, Command, Rules, Verb, allowed, parse_command, rules_from
+from bot.core.commands import Command, Rules, Verb, allowed, parse_command, rules_from
+from bot.core.managed import is_managed
 from bot.core.states import Flow
 from bot.errors import CannotProceed
-from bot.gitlab import GitLabError, MrView, NotFound, Project, member_access_level, react
-from bot.gitlab.calls import get_json, get_list, post_json
-from bot.gitlab.errors import translating
+from bot.gitlab import GitLabError, Project, member_access_level
 from bot.ingress.gitlab_events import NoteEvent
-from bot.render.status import environment
 from bot.services import Services
 from bot.store.flags import get_flag
-from bot.store.operations import OperationRow, load
+from bot.store.operations import load
 from bot.store.submit import NewRequest
 from bot.workflow import commands as run
 from bot.workflow.commands import CommandResult, Invocation, MrRef
 from bot.workflow.outcome import Outcome
 from bot.workflow.overload import QUEUE_FULL, queue_full
 from jobs import runtime
+from jobs.command_facts import (
+    Ignored,
+    MrFacts,
+    NoteFacts,
+    payload_ignored_because,
+    read_mr,
+    read_note,
+)
+from jobs.command_paths import apply_refusal, revert_refusal
+from jobs.command_reply import Commenter, acknowledge
 from jobs.phases.common import short
+from jobs.revert_files import undo_files
 
 log = logging.getLogger(__name__)
-
-#: The reaction on an accepted command, and on a refused one (GitLab emoji names).
-ACCEPTED_EMOJI = "eyes"
-REFUSED_EMOJI = "no_entry_sign"
-#: The reply's template in templates/.
-REPLY_TEMPLATE = "help.md.j2"
-#: A revert restores at most this many files (each costs three reads).
-MAX_REVERT_FILES = 50
-_USERNAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 
 
 def on_note(services: Services, event: NoteEvent) -> Outcome | None:
@@ -55,33 +54,53 @@ def on_note(services: Services, event: NoteEvent) -> Outcome | None:
         return None  # most comments: no GitLab call, no database read
     author = runtime.clients().author
     me = author.username()  # a failure raises: the delivery is processed again later
-    command = parse_command(event.note, me)
-    if command is None:
-        return None
+    claimed = parse_command(event.note, me)
+    if claimed is None:
+        return None  # the payload holds no command: nothing to read (it can only hold less)
     engine = services.engine
     extra = {"project_id": event.project_id, "mr_iid": event.mr_iid, "note_id": event.note_id}
-    why = ignored_because(event, me)
+    why = payload_ignored_because(event, me)
+    if why is None and not is_managed(
+        services.settings.projects, project_id=event.project_id, path=event.project_path
+    ):
+        why = "its project is not in GITOPS_PROJECTS"
     if why is not None or event.mr_iid is None:
-        why = why or "not on a merge request"
-        key = _ignored_key(engine, event)
-        verb = command.verb.value
-        run.record_ignored(engine, key, verb, event.author_username, event.note_id, why)
-        log.info("command ignored: %s", why, extra=extra)
-        return Outcome(None, stale=f"command ignored: {why}")
-    mr = MrRef(event.project_id, event.project_path, event.mr_iid)
-    inv = Invocation(command.verb, event.author_username, event.note_id, command.line)
+        return _ignore(engine, event, claimed.verb.value, event.author_username, why, extra)
     project = author.project(event.project_id)
+    actor = event.author_username  # until GitLab says who wrote the note
+    try:
+        note = read_note(project, event.mr_iid, event.note_id, me)
+        actor = note.author_username
+        command = parse_command(note.body, me)
+        if command is None:
+            raise Ignored("the comment GitLab holds is not a command")
+        facts = read_mr(project, event.mr_iid, services.settings.projects)
+    except Ignored as exc:
+        return _ignore(engine, event, claimed.verb.value, actor, str(exc), extra)
+    mr = MrRef(facts.project_id, facts.project_path, event.mr_iid)
+    inv = Invocation(command.verb, note.author_username, note.id, command.line)
     rules = _rules(engine)
-    result = run.previous(engine, mr, event.note_id)
+    result = run.previous(engine, mr, note.id)
     if result is None:
-        result = _decide_and_run(services, project, event, command, mr, inv, rules)
+        result = _decide_and_run(services, project, note, facts, command, mr, inv, rules)
     log.info(
         "command %s %s",
         command.verb.value,
         "accepted" if result.accepted else f"refused: {result.reason}",
         extra={**extra, "operation_id": result.operation_id, "duplicate": result.duplicate},
     )
-    _acknowledge(project, mr, event.note_id, command, result, rules, me)
+    acknowledge(
+        engine,
+        project,
+        mr,
+        note.id,
+        command,
+        result,
+        rules=rules,
+        bot_username=me,
+        commenter=Commenter(note.author_id, note.author_username),
+        window=services.settings.reply_window,
+    )
     if result.moved is not None:
         return Outcome(result.operation_id, moved=result.moved)
     done = "already handled" if result.duplicate else "accepted"
@@ -89,19 +108,20 @@ def on_note(services: Services, event: NoteEvent) -> Outcome | None:
     return Outcome(result.operation_id, stale=f"/gitops {command.verb.value}: {what}")
 
 
-def ignored_because(event: NoteEvent, bot_username: str) -> str | None:
-    """Why a note never runs a command (None: it may)."""
-    if event.noteable_type != "MergeRequest" or event.mr_iid is None:
-        return "not on a merge request"
-    if event.action != "create":
-        return f"an edited comment (action {event.action[:20]})"
-    if event.system:
-        return "a system note"
-    if event.author_username.lower() == bot_username.lower():
-        return "the bot's own comment"
-    if event.from_fork:
-        return "a merge request from a fork"
-    return None
+def _ignore(
+    engine: Engine,
+    event: NoteEvent,
+    verb: str,
+    actor: str,
+    why: str | None,
+    extra: Mapping[str, object],
+) -> Outcome:
+    """Audits a note that never runs (no reaction, no reply) and says so in the log."""
+    why = why or "not on a merge request"
+    key = _ignored_key(engine, event)
+    run.record_ignored(engine, key, verb, actor, event.note_id, why)
+    log.info("command ignored: %s", why, extra=extra)
+    return Outcome(None, stale=f"command ignored: {why}")
 
 
 def _ignored_key(engine: Engine, event: NoteEvent) -> str:
@@ -120,18 +140,19 @@ def _rules(engine: Engine) -> Rules:
 def _decide_and_run(
     services: Services,
     project: Project,
-    event: NoteEvent,
+    note: NoteFacts,
+    facts: MrFacts,
     command: Command,
     mr: MrRef,
     inv: Invocation,
     rules: Rules,
 ) -> CommandResult:
-    """Checks the commenter's rights (fail closed), then runs the verb."""
+    """Checks the commenter's rights as GitLab states them (fail closed), then runs the verb."""
     engine = services.engine
     if command.problem is not None:
         return run.refuse(engine, mr, inv, command.problem)
-    level = _access_level(project, event.author_id) if rules.needs_lookup(command.verb) else None
-    is_author = event.mr_author_id is not None and event.mr_author_id == event.author_id
+    level = _access_level(project, note.author_id) if rules.needs_lookup(command.verb) else None
+    is_author = facts.author_id is not None and facts.author_id == note.author_id
     decision = allowed(command.verb, is_author=is_author, access_level=level, rules=rules)
     if not decision.allowed:
         return run.refuse(engine, mr, inv, decision.reason)
@@ -147,9 +168,9 @@ def _decide_and_run(
         case Verb.APPLY | Verb.REVERT if queue_full(engine, services.queue):
             return run.refuse(engine, mr, inv, f"{QUEUE_FULL}; nothing was started, retry later")
         case Verb.APPLY:
-            return _apply(engine, project, mr, inv)
+            return _apply(services, project, facts, mr, inv)
         case Verb.REVERT:
-            return _revert(engine, project, mr, inv)
+            return _revert(services, project, mr, inv)
         case _:
             assert_never(command.verb)
 
@@ -164,18 +185,23 @@ def _access_level(project: Project, user_id: int) -> int | None:
     return 0 if level is None else level
 
 
-def _apply(engine: Engine, project: Project, mr: MrRef, inv: Invocation) -> CommandResult:
-    """Registers the person's MR as an MR-first request (the change is the MR itself)."""
-    try:
-        data = get_json(project.gl, project.mr_path(mr.iid), what=f"read MR !{mr.iid}")
-    except CannotProceed as exc:  # GitLab down (TransientError) raises: processed again later
-        return run.refuse(engine, mr, inv, f"the merge request could not be read: {short(exc)}")
-    view = MrView.from_json(data)
+def _apply(
+    services: Services, project: Project, facts: MrFacts, mr: MrRef, inv: Invocation
+) -> CommandResult:
+    """Registers the person's MR as an MR-first request (the change is the MR itself), once its
+    changed paths pass the path policy."""
+    engine = services.engine
+    view = facts.view
     if view.state != "opened":
         return run.refuse(engine, mr, inv, f"the merge request is {view.state}, not open")
-    if view.source_project_id not in (None, view.target_project_id):
-        return run.refuse(engine, mr, inv, "the merge request comes from a fork")
-    title = data.get("title")
+    try:
+        refusal = apply_refusal(project, view, services.settings.allowed_paths)
+    except CannotProceed as exc:  # GitLab down (TransientError) raises: processed again later
+        reason = f"the merge request's paths could not be read: {short(exc)}"
+        return run.refuse(engine, mr, inv, reason)
+    if refusal is not None:
+        return run.refuse(engine, mr, inv, refusal)
+    title = facts.data.get("title")
     request = NewRequest(
         subject_id=mr.subject_id,
         target_key=mr.target_key(view.target_branch),
@@ -192,16 +218,26 @@ def _apply(engine: Engine, project: Project, mr: MrRef, inv: Invocation) -> Comm
     return run.apply(engine, mr, inv, request)
 
 
-def _revert(engine: Engine, project: Project, mr: MrRef, inv: Invocation) -> CommandResult:
-    """Starts a new request whose files put back what the MR's merged change replaced."""
+def _revert(services: Services, project: Project, mr: MrRef, inv: Invocation) -> CommandResult:
+    """Starts a new request whose files put back what the MR's merged change replaced, once the
+    paths it would write pass the path policy."""
+    engine = services.engine
     candidate = run.revert_candidate(engine, mr)
     if isinstance(candidate, str):
         return run.refuse(engine, mr, inv, candidate)
     original = load(engine, candidate.id)
     try:
         files = undo_files(project, original)
+        refusal = revert_refusal(
+            project,
+            [f["path"] for f in files],
+            original.target_branch,
+            services.settings.allowed_paths,
+        )
     except CannotProceed as exc:
         return run.refuse(engine, mr, inv, f"cannot revert: {short(exc)}")
+    if refusal is not None:
+        return run.refuse(engine, mr, inv, refusal)
     request = NewRequest(
         subject_id=candidate.subject_id,
         target_key=candidate.target_key,
@@ -218,189 +254,3 @@ def _revert(engine: Engine, project: Project, mr: MrRef, inv: Invocation) -> Com
         reverts_operation_id=original.id,
     )
     return run.revert(engine, mr, inv, original.id, request)
-
-
-# -- what a revert writes ------------------------------------------------------------------------
-
-
-def undo_files(project: Project, op: OperationRow) -> list[dict[str, str]]:
-    """The files of a change that undoes `op`: each path it touched, as it was before the merge.
-
-    Refuses (CannotProceed) when a path changed again after the merge (restoring it would undo
-    someone else's work too), when the change is too large, or when it cannot be read.
-    """
-    merged = op.merge_commit_sha
-    if not merged and op.mr_iid is not None:
-        data = get_json(project.gl, project.mr_path(op.mr_iid), what=f"read MR !{op.mr_iid}")
-        merged = MrView.from_json(data).merged_sha
-    if not merged:
-        raise CannotProceed("the merge commit of the change is not known")
-    paths = _touched_paths(project, op)
-    if not paths:
-        raise CannotProceed("the change touched no files")
-    if len(paths) > MAX_REVERT_FILES:
-        raise CannotProceed(f"the change touches more than {MAX_REVERT_FILES} files")
-    before = _before_merge(project, merged, op.mr_iid)
-    files: list[dict[str, str]] = []
-    undoes_something = False
-    for path in paths:
-        after = read_file(project, path, merged)
-        if read_file(project, path, op.target_branch) != after:
-            raise CannotProceed(f"{path} changed again after the merge; revert it by hand")
-        old = read_file(project, path, before)
-        undoes_something = undoes_something or old != after
-        files.append(_restore(path, old))
-    if not undoes_something:
-        raise CannotProceed("the merge changed none of the files it lists")
-    return files
-
-
-def read_file(project: Project, path: str, ref: str) -> bytes | None:
-    """A file's bytes at `ref`, or None when it does not exist there (python-gitlab, one GET)."""
-    what = f"read {path} at {ref[:40]}"
-    try:
-        with translating(what):
-            remote = project.gl.projects.get(project.id, lazy=True).files.get(
-                file_path=path, ref=ref
-            )
-    except NotFound:
-        return None
-    return remote.decode()
-
-
-def _restore(path: str, old: bytes | None) -> dict[str, str]:
-    """The change file that puts `path` back to `old` (None: it did not exist, delete it)."""
-    if old is None:
-        return {"path": path, "action": "delete"}
-    try:
-        return {"path": path, "content": old.decode("utf-8")}
-    except UnicodeDecodeError:
-        return {
-            "path": path,
-            "content": base64.b64encode(old).decode("ascii"),
-            "encoding": "base64",
-        }
-
-
-def _touched_paths(project: Project, op: OperationRow) -> list[str]:
-    """The paths a change wrote: its request's files, or for `/gitops apply` the MR's diff."""
-    paths: list[str] = []
-    rows: list[dict[str, Any]] = list(op.files)
-    if not rows and op.mr_iid is not None:
-        rows = _mr_diffs(project, op.mr_iid)
-    for row in rows:
-        for key in ("path", "old_path", "new_path"):
-            value = row.get(key)
-            if isinstance(value, str) and value and value not in paths:
-                paths.append(value)
-    return paths
-
-
-def _mr_diffs(project: Project, iid: int) -> list[dict[str, Any]]:
-    """The MR's changed files (GET .../diffs, GitLab 15.7+; else the older .../changes)."""
-    try:
-        return get_list(
-            project.gl,
-            f"{project.mr_path(iid)}/diffs",
-            what=f"list the changes of !{iid}",
-            limit=MAX_REVERT_FILES + 1,
-        )
-    except NotFound:
-        data = get_json(
-            project.gl, f"{project.mr_path(iid)}/changes", what=f"read the changes of !{iid}"
-        )
-    if data.get("overflow") is True:
-        raise CannotProceed(f"the change touches more than {MAX_REVERT_FILES} files")
-    changes = data.get("changes")
-    return [c for c in changes if isinstance(c, dict)] if isinstance(changes, list) else []
-
-
-def _before_merge(project: Project, merged: str, mr_iid: int | None) -> str:
-    """The target branch's commit just before the merge: a merge commit's first parent, or the
-    MR's base after a fast-forward (the squash commit's parent when there is no MR)."""
-    commit = get_json(
-        project.gl,
-        f"{project.path}/repository/commits/{quote(merged, safe='')}",
-        what=f"read commit {merged[:12]}",
-    )
-    parents = [p for p in commit.get("parent_ids") or [] if isinstance(p, str) and p]
-    if len(parents) >= 2:
-        return parents[0]
-    if mr_iid is not None:
-        data = get_json(project.gl, project.mr_path(mr_iid), what=f"read MR !{mr_iid}")
-        refs = data.get("diff_refs")
-        base = refs.get("base_sha") if isinstance(refs, dict) else None
-        if isinstance(base, str) and base and base != merged:
-            return base
-    if parents:
-        return parents[0]
-    raise CannotProceed(f"commit {merged[:12]} has no parent to restore from")
-
-
-# -- answering -----------------------------------------------------------------------------------
-
-
-def _acknowledge(
-    project: Project,
-    mr: MrRef,
-    note_id: int,
-    command: Command,
-    result: CommandResult,
-    rules: Rules,
-    bot_username: str,
-) -> None:
-    """Reacts on the note; replies (refusal, help) only when this run's reaction was new."""
-    emoji = ACCEPTED_EMOJI if result.accepted else REFUSED_EMOJI
-    extra = {"project_id": mr.project_id, "mr_iid": mr.iid, "note_id": note_id}
-    try:
-        fresh = react(project, mr.iid, note_id, emoji)
-    except GitLabError as exc:
-        log.warning("could not react to the command: %s", short(exc), extra=extra)
-        return
-    show_help = command.verb is Verb.HELP or command.problem is not None
-    if not fresh or (result.accepted and not show_help):
-        return
-    body = render_reply(
-        note_id=note_id,
-        command=command,
-        reason=None if result.accepted else result.reason,
-        show_help=show_help,
-        rules=rules,
-        bot_username=bot_username,
-    )
-    try:
-        post_json(
-            project.gl,
-            f"{project.mr_path(mr.iid)}/notes",
-            what=f"reply to comment {note_id} on !{mr.iid}",
-            data={"body": body},
-        )
-    except GitLabError as exc:
-        log.warning("could not reply to the command: %s", short(exc), extra=extra)
-
-
-def render_reply(
-    *,
-    note_id: int,
-    command: Command,
-    reason: str | None,
-    show_help: bool,
-    rules: Rules,
-    bot_username: str,
-) -> str:
-    """The reply to a refused command or a help request (templates/help.md.j2)."""
-
-    def usage(verb: Verb) -> Markup:
-        return Markup(f"`/gitops {verb.value}`")
-
-    rows = [{"usage": usage(v), "what": DESCRIPTIONS[v], "who": rules.who(v)} for v in Verb]
-    mention = Markup(f"`@{bot_username} <command>`") if _USERNAME.fullmatch(bot_username) else None
-    context = {
-        "marker": Markup(f"<!-- gitops-bot:reply:{int(note_id)} -->"),
-        "command": usage(command.verb) if command.problem is None else Markup("Your command"),
-        "reason": reason,
-        "show_help": show_help,
-        "commands": rows,
-        "mention": mention,
-    }
-    return environment().get_template(REPLY_TEMPLATE).render(**context)

@@ -7,7 +7,8 @@ GitLab double, its Note Hook is posted to `/webhooks/gitlab` with the webhook se
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -41,12 +42,13 @@ BOT = "gitops-bot"
 
 
 @contextmanager
-def running_bot(db: Engine) -> Iterator[Bot]:
-    """The bot with its doubles (Redis db of GITOPS_TEST_REDIS_URL, else fakeredis) and PEOPLE."""
+def running_bot(db: Engine, **settings: Any) -> Iterator[Bot]:
+    """The bot with its doubles (Redis db of GITOPS_TEST_REDIS_URL, else fakeredis) and PEOPLE;
+    `settings` override the harness's Settings."""
     redis: Redis = Redis.from_url(REDIS_URL) if REDIS_URL else fakeredis.FakeRedis()
     redis.flushdb()
     with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
-        bot = Bot(db, redis, rsps)
+        bot = Bot(db, redis, rsps, **settings)
         add_people(bot)
         try:
             yield bot
@@ -81,6 +83,20 @@ def deliver(bot: Bot, iid: int, note_id: int, **kw: Any) -> int:
         "note", project=PROJECT, iid=iid, note_id=note_id, token=SECRETS["webhook"], **kw
     )
     return bot.client.post("/webhooks/gitlab", data=body, headers=headers).status_code
+
+
+def deliver_forged(
+    bot: Bot, iid: int, note_id: int | None, forge: Callable[[dict[str, Any]], None], **kw: Any
+) -> int:
+    """Posts a Note Hook (with the right secret) whose payload `forge` rewrote; the HTTP status.
+    Without `note_id` the hook names a note GitLab does not hold."""
+    headers, body = bot.gitlab.webhook(
+        "note", project=PROJECT, iid=iid, note_id=note_id, token=SECRETS["webhook"], **kw
+    )
+    payload = json.loads(body)
+    forge(payload)
+    data = json.dumps(payload).encode()
+    return bot.client.post("/webhooks/gitlab", data=data, headers=headers).status_code
 
 
 def say(bot: Bot, user: str, body: str, iid: int, *, settle: bool = True) -> Note:

@@ -212,5 +212,8 @@ def test_a_lost_reaction_is_given_on_reprocessing_with_its_one_reply(bot: Bot) -
         bot.settle()
     assert awards(bot, iid, note.id) == ["no_entry_sign"]
     [reply] = replies(bot, iid)
-    assert "cancel needs Maintainer or higher, or the MR author; you have Guest" in reply
+    assert (
+        "cancel needs Maintainer or higher (Developer or higher for the MR author); "
+        "you have Guest" in reply
+    )
     assert len(audit_rows(bot, f"note:{note.id}")) == 1

@@ -15,11 +15,23 @@ from .app import HungCall
 from .double import GitLabDouble
 from .errors import ApiError
 from .faults import Call, FaultRule
-from .model import Access, Deployment, Hook, MergeRequest, Note, Pipeline, Project, User
+from .model import (
+    Access,
+    AccessEntry,
+    Deployment,
+    Hook,
+    MergeRequest,
+    Note,
+    Pipeline,
+    Project,
+    ProtectedBranch,
+    User,
+)
 from .webhooks import Delivery
 
 __all__ = [
     "Access",
+    "AccessEntry",
     "ApiError",
     "Call",
     "Delivery",
@@ -32,5 +44,6 @@ __all__ = [
     "Note",
     "Pipeline",
     "Project",
+    "ProtectedBranch",
     "User",
 ]

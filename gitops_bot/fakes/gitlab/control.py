@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 
-from . import mr_ops, notes, repo
-from .model import PIPELINE_STATUSES, Deployment, Note, Pipeline, Project
+from . import mr_ops, notes, protection, repo
+from .model import (
+    PIPELINE_STATUSES,
+    Access,
+    AccessEntry,
+    Deployment,
+    Note,
+    Pipeline,
+    Project,
+    ProtectedBranch,
+)
 from .seeding import ProjectRef, SeedingMixin, UserRef
 
 
@@ -64,17 +73,20 @@ class ControlMixin(SeedingMixin):
         SHA; default the head of the target branch of the open MR from `branch`, else the
         default branch) with `files` applied (None deletes); the old commits are no longer in
         its history. An open MR from `branch` follows like after any push: new head, a new
-        pipeline, MR Hook `update` with `oldrev`. Returns the new SHA."""
+        pipeline, MR Hook `update` with `oldrev`. Returns the new SHA. On a protected branch the
+        person must be allowed to push, and every matching rule must allow force pushes (else
+        ApiError 403, as `git push --force` fails)."""
         with self.lock:
             p = self._p(project)
             start = self._force_base(p, branch, base)
+            user = self._u(author)
+            protection.check_person_push(self.state, p, user, branch, start)
             tree = dict(self.state.commits[start].tree)
             for path, content in files.items():
                 if content is None:
                     tree.pop(path, None)
                 else:
                     tree[path] = content
-            user = self._u(author)
             commit = self.state.make_commit((start,), tree, message, user.id)
             self.state.move_branch(p, branch, commit.sha, user)
             return commit.sha
@@ -100,6 +112,41 @@ class ControlMixin(SeedingMixin):
         if mr is not None:
             return self.state.projects[mr.project_id].branches[mr.target_branch]
         return p.branches[p.default_branch]
+
+    def protect_branch(
+        self,
+        project: ProjectRef,
+        name: str,
+        *,
+        push: Iterable[int | str] = (Access.MAINTAINER,),
+        merge: Iterable[int | str] = (Access.MAINTAINER,),
+        allow_force_push: bool = False,
+    ) -> ProtectedBranch:
+        """Protects a branch or wildcard as someone did in the settings: `push` and `merge` list
+        access levels (0, 30, 40, 60) and usernames (user entries, Premium's kind); replaces a
+        rule of the same name."""
+        with self.lock:
+            p = self._p(project)
+            rule = ProtectedBranch(self.state.next_id("protected_branch", 100), name)
+            rule.allow_force_push = allow_force_push
+            for entries, wanted in ((rule.push, push), (rule.merge, merge)):
+                for item in wanted:
+                    entry = AccessEntry(self.state.next_id("access_level", 1000))
+                    if isinstance(item, str):
+                        entry.user_id = self._u(item).id
+                    else:
+                        entry.access_level = int(item)
+                    entries.append(entry)
+            rule.unprotect.append(
+                AccessEntry(self.state.next_id("access_level", 1000), Access.MAINTAINER)
+            )
+            p.protected_branches[name] = rule
+            return rule
+
+    def protection(self, project: ProjectRef, name: str) -> ProtectedBranch | None:
+        """The protection rule named exactly `name` (live object: read it), or None."""
+        with self.lock:
+            return self._p(project).protected_branches.get(name)
 
     def disable_hook(
         self, project: ProjectRef, hook_id: int, *, until: datetime | None = None

@@ -55,6 +55,20 @@ class GitLabDouble(WebhookMixin):
         self.state.mode = value
 
     @property
+    def edition(self) -> str:
+        """ "premium" (default: protected branches take per-user and per-group entries) or "ce"
+        (roles only: the API ignores `allowed_to_*` as GitLab CE does, and answers without
+        `user_id`/`group_id`)."""
+        return self.state.edition
+
+    @edition.setter
+    def edition(self, value: str) -> None:
+        if value not in {"premium", "ce"}:
+            raise ValueError("edition is 'premium' or 'ce'")
+        with self.lock:
+            self.state.edition = value
+
+    @property
     def new_pipeline_status(self) -> str:
         """The status new pipelines start in ("running"; "success" to auto-pass)."""
         return self.state.new_pipeline_status

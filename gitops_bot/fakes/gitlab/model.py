@@ -185,6 +185,31 @@ class MergeRequest:
 
 
 @dataclass
+class AccessEntry:
+    """One entry of a protected branch's push, merge or unprotect list: a role (`access_level`
+    0, 30, 40 or 60), a user, a group or a deploy key."""
+
+    id: int
+    access_level: int | None = None
+    user_id: int | None = None
+    group_id: int | None = None
+    deploy_key_id: int | None = None
+
+
+@dataclass
+class ProtectedBranch:
+    """A protection rule; `name` is a branch name or a wildcard (`gitops/*`)."""
+
+    id: int
+    name: str
+    push: list[AccessEntry] = field(default_factory=list)
+    merge: list[AccessEntry] = field(default_factory=list)
+    unprotect: list[AccessEntry] = field(default_factory=list)
+    allow_force_push: bool = False
+    code_owner_approval_required: bool = False
+
+
+@dataclass
 class Project:
     """A project and its repository refs, MRs, pipelines, hooks and settings."""
 
@@ -206,6 +231,8 @@ class Project:
     hooks: dict[int, Hook] = field(default_factory=dict)
     deployments: dict[int, Deployment] = field(default_factory=dict)
     labels: dict[str, int] = field(default_factory=dict)
+    #: protection rules by name (exact or wildcard), in creation order
+    protected_branches: dict[str, ProtectedBranch] = field(default_factory=dict)
     next_mr_iid: int = 1
     next_pipeline_iid: int = 1
 

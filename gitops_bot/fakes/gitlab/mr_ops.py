@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from . import repo
+from . import protection, repo
 from .errors import ApiError, forbidden, not_found, unauthorized
 from .model import Access, MergeRequest, Project, User
 
@@ -191,8 +191,10 @@ def merge(
     remove_source_branch: bool | None = None,
     message: str | None = None,
 ) -> None:
-    """PUT /merge: 401, 405 not mergeable, 406/422 conflict, 422 need_rebase, 409 stale sha."""
-    if state.access(project, actor.id) < Access.DEVELOPER:
+    """PUT /merge: 401 (may not merge into the target: too low a role, or a protected target
+    branch whose push and merge lists leave the caller out), 405 not mergeable, 406/422
+    conflict, 422 need_rebase, 409 stale sha."""
+    if not protection.can_merge(state, project, actor, mr.target_branch):
         raise unauthorized()
     status = state.detailed_status(project, mr)
     if status == "conflict":
@@ -220,17 +222,26 @@ def merge(
     mr.merged_at = mr.updated_at = state.clock()
     state.move_branch(project, mr.target_branch, new_head, actor)
     remove = mr.remove_source_branch if remove_source_branch is None else remove_source_branch
-    if remove:
-        state.projects[mr.source_project_id].branches.pop(mr.source_branch, None)
+    source = state.projects[mr.source_project_id]
+    # GitLab deletes the source branch as the merging user; a protected one it may not delete stays
+    if remove and protection.can_delete(state, source, actor, mr.source_branch):
+        source.branches.pop(mr.source_branch, None)
     state.emit(project, "merge_request", mr=mr, actor=actor, action="merge")
 
 
 def start_rebase(state: State, project: Project, mr: MergeRequest, actor: User) -> None:
-    """PUT /rebase: queues a rebase (it completes when the test or the read counter says)."""
+    """PUT /rebase: queues a rebase (it completes when the test or the read counter says).
+    403 `merge_error` when the caller may not push to the source branch, or a protection rule
+    there forbids force pushes (a rebase rewrites the branch)."""
     if actor.id != mr.author_id and state.access(project, actor.id) < Access.DEVELOPER:
         raise forbidden()
     if mr.state != "opened":
         raise forbidden()
+    source = state.projects[mr.source_project_id]
+    if not protection.can_push(state, source, actor, mr.source_branch):
+        raise ApiError(403, None, merge_error="Cannot push to source branch")
+    if not protection.force_push_allowed(source, mr.source_branch):
+        raise ApiError(403, None, merge_error="Source branch is protected from force push")
     if mr.rebase_in_progress:
         raise ApiError(409, "Rebase in progress")
     mr.rebase_in_progress = True

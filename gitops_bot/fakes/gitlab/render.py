@@ -7,7 +7,7 @@ import hashlib
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from . import repo
+from . import protection, repo
 from .model import Commit, Hook, Pipeline, Project, User
 
 if TYPE_CHECKING:
@@ -105,7 +105,7 @@ def branch(state: State, p: Project, name: str) -> JSON:
     return {
         "name": name,
         "merged": False,
-        "protected": name == p.default_branch,
+        "protected": bool(protection.rules_for(p, name)),
         "default": name == p.default_branch,
         "developers_can_push": False,
         "developers_can_merge": False,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import render, repo
+from . import protection, render, repo
 from .errors import ApiError, bad_request, forbidden, not_found
 from .model import HOOK_FLAGS, Access, Commit, Hook, Project
 from .routing import Ctx, Reply, router
@@ -75,6 +75,8 @@ def create_branch(ctx: Ctx) -> Reply:
     name, ref = str(ctx.require("branch")), str(ctx.require("ref"))
     if name in project.branches:
         raise bad_request("Branch already exists")
+    if not protection.can_push(ctx.state, project, ctx.user, name):
+        raise bad_request(protection.CREATE)  # GitLab's pre-receive refusal, answered as 400
     try:
         start = _resolve(ctx, project, ref)
     except ApiError:
@@ -90,6 +92,8 @@ def delete_branch(ctx: Ctx) -> Reply:
     _need(ctx, project, Access.DEVELOPER)
     if ctx.args["branch"] not in project.branches:
         raise not_found("Branch Not Found")
+    if not protection.can_delete(ctx.state, project, ctx.user, ctx.args["branch"]):
+        raise bad_request(protection.DELETE)
     del project.branches[ctx.args["branch"]]
     return Reply(204)
 
@@ -100,6 +104,8 @@ def create_commit(ctx: Ctx) -> Reply:
     project = ctx.project()
     _need(ctx, project, Access.DEVELOPER)
     branch = str(ctx.require("branch"))
+    if not protection.can_push(ctx.state, project, ctx.user, branch):
+        raise ApiError(403, f"403 Forbidden - {protection.PUSH_API}")
     message = str(ctx.require("commit_message"))
     actions = ctx.require("actions")
     if not isinstance(actions, list) or not all(isinstance(a, dict) for a in actions):

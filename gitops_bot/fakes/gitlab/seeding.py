@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Mapping
 
-from . import mr_ops
+from . import mr_ops, protection
 from .model import (
     HOOK_FLAGS,
     Access,
@@ -109,10 +109,14 @@ class SeedingMixin:
         message: str = "Update files",
         start_branch: str | None = None,
     ) -> str:
-        """Commits files (None deletes) on `branch` as a person; returns the new sha."""
+        """Commits files (None deletes) on `branch` as a person; returns the new sha.
+
+        A protected branch the person may not push to raises ApiError(403) as `git push` fails.
+        """
         with self.lock:
             p = self._p(project)
             start = p.branches.get(branch) or p.branches[start_branch or p.default_branch]
+            protection.check_person_push(self.state, p, self._u(author), branch, start)
             tree = dict(self.state.commits[start].tree)
             for path, content in files.items():
                 if content is None:

@@ -34,6 +34,8 @@ class State:
         self.web_url = web_url.rstrip("/")
         self.clock = clock
         self.mode = "new"
+        #: "premium" (per-user and per-group protected branch entries) or "ce" (roles only)
+        self.edition = "premium"
         self.new_pipeline_status = "running"
         self.rebase_auto_after: int | None = None
         self.users: dict[int, User] = {}

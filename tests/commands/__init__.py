@@ -86,12 +86,18 @@ def deliver(bot: Bot, iid: int, note_id: int, **kw: Any) -> int:
 
 
 def deliver_forged(
-    bot: Bot, iid: int, note_id: int | None, forge: Callable[[dict[str, Any]], None], **kw: Any
+    bot: Bot,
+    iid: int,
+    note_id: int | None,
+    forge: Callable[[dict[str, Any]], None],
+    *,
+    project: str = PROJECT,
+    **kw: Any,
 ) -> int:
     """Posts a Note Hook (with the right secret) whose payload `forge` rewrote; the HTTP status.
     Without `note_id` the hook names a note GitLab does not hold."""
     headers, body = bot.gitlab.webhook(
-        "note", project=PROJECT, iid=iid, note_id=note_id, token=SECRETS["webhook"], **kw
+        "note", project=project, iid=iid, note_id=note_id, token=SECRETS["webhook"], **kw
     )
     payload = json.loads(body)
     forge(payload)

@@ -265,10 +265,14 @@ def hooks() -> None:
     "--url", default=None, help="Receiver URL (default $GITOPS_PUBLIC_URL/webhooks/gitlab)."
 )
 def hooks_install(project: str, url: str | None) -> None:
-    """Create or update PROJECT's hook (MR, pipeline, note, deployment events); idempotent."""
+    """Create or update PROJECT's hook (MR, pipeline, note, deployment events) and protect
+    gitops/* so only the bot's author account pushes and merges there; idempotent.
+
+    Exit 1 when either cannot be done as needed."""
     from gitops_bot import ops_hooks
 
-    result, _ = ops_hooks.install_hook(Settings.from_env(), project, url)
+    settings = Settings.from_env()
+    result, _ = ops_hooks.install_hook(settings, project, url)
     click.echo(ops_hooks.install_text(project, result))
     if result.disabled:
         click.echo(
@@ -276,13 +280,18 @@ def hooks_install(project: str, url: str | None) -> None:
             "project's webhook settings to re-enable it",
             err=True,
         )
+    protected, username = ops_hooks.protect_branches(settings, project)
+    click.echo(ops_hooks.protect_text(project, protected, username))
+    if not protected.verdict.ok:
+        sys.exit(1)
 
 
 @hooks.command("check")
 @click.option("--project", "projects", multiple=True, help="Only these (default: all managed).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 def hooks_check(projects: tuple[str, ...], as_json: bool) -> None:
-    """Report hooks GitLab disabled after failed deliveries (exit 1; 2: a project unreadable)."""
+    """Report hooks GitLab disabled after failed deliveries and projects whose gitops/* is not
+    protected (exit 1; 2: a project unreadable)."""
     from bot.store.models import utcnow
     from gitops_bot import ops, ops_hooks
 

@@ -9,6 +9,13 @@ from sqlalchemy.engine import Engine
 
 from bot.config import Settings
 from bot.gitlab import GitLabError, HookResult, author_account, ensure_hook
+from bot.gitlab.protection import (
+    AUTHOR_ONLY,
+    BOT_BRANCHES,
+    ProtectionResult,
+    author_identity,
+    ensure_protection,
+)
 from gitops_bot.ops import Refused, table
 from jobs.hooks import EVENTS, HooksReport, managed_projects, receiver_url, record, run_check
 from webhooks.pages import utc
@@ -36,6 +43,40 @@ def install_hook(settings: Settings, project: str, url: str | None) -> tuple[Hoo
     except GitLabError as exc:
         raise Refused(f"{project}: {exc}") from None
     return result, target
+
+
+def protect_branches(settings: Settings, project: str) -> tuple[ProtectionResult, str]:
+    """Protects `gitops/*` so only the author account pushes and merges there (CE: Maintainers);
+    returns what was done and the author's username."""
+    _needs_gitlab(settings)
+    account = author_account(settings)
+    try:
+        author_id, username = author_identity(account)
+        return ensure_protection(account.project(project), author_id), username
+    except GitLabError as exc:
+        raise Refused(f"{project}: cannot protect {BOT_BRANCHES}: {exc}") from None
+
+
+def protect_text(project: str, result: ProtectionResult, username: str) -> str:
+    """What `hooks install` did to the bot's branches, and the CE fallback when it applies."""
+    verdict = result.verdict
+    if not verdict.ok:
+        return (
+            f"NOT PROTECTED as needed: {BOT_BRANCHES} on {project}: {verdict.text} "
+            f"(GitLab kept the rule otherwise than asked; fix it in Settings > Repository)"
+        )
+    done = {
+        "created": "protected",
+        "fixed": f"fixed the protection of ({'; '.join(result.before)})",
+        "unchanged": "already protected",
+    }[result.action]
+    if verdict.mode == AUTHOR_ONLY:
+        return f"{done}: {BOT_BRANCHES} on {project}: only @{username} may push and merge"
+    return (
+        f"{done}: {BOT_BRANCHES} on {project}: Maintainers may push and merge; GitLab did not "
+        f"take a rule for one user (CE or Free tier), so the fallback is Maintainers (access "
+        f"level 40): keep @{username} a Maintainer and other Maintainers few"
+    )
 
 
 def install_text(project: str, result: HookResult) -> str:
@@ -83,13 +124,20 @@ def check_text(report: HooksReport) -> str:
         lines.append("no disabled hooks")
     for project in report.missing:
         lines.append(f"missing: {project} has no hook to the bot (gitops-bot hooks install)")
+    for project, why in sorted(report.unprotected.items()):
+        lines.append(
+            f"UNPROTECTED: {BOT_BRANCHES} on {project}: {why} (gitops-bot hooks install {project})"
+        )
+    for project in report.fallback:
+        lines.append(f"fallback: {BOT_BRANCHES} on {project} is protected for Maintainers (CE)")
     for project, why in sorted(report.errors.items()):
         lines.append(f"unchecked: {project}: {why}")
     return "\n".join(lines)
 
 
 def check_status(report: HooksReport) -> int:
-    """Exit status: 1 when a hook is disabled, 2 when a project could not be read, else 0."""
-    if report.disabled:
+    """Exit status: 1 when a hook is disabled or the bot's branches are not protected, 2 when a
+    project could not be read, else 0."""
+    if report.disabled or report.unprotected:
         return 1
     return 2 if report.errors else 0

@@ -1,10 +1,13 @@
-"""The webhooks check: hooks GitLab disabled after failed deliveries, on every managed project.
+"""The webhooks check: hooks GitLab disabled after failed deliveries, on every managed project,
+and whether the bot's own branches (`gitops/*`) are protected there as `hooks install` sets them.
 
-A disabled hook silently starves the bot (no MR, pipeline, note or deployment events), so a
-periodic job lists each managed project's hooks through the author account, sets the
-`gitops_hooks_disabled` gauge and keeps the result for the dashboard's banner and for
-`gitops-bot hooks check`. The result is one JSON row in the `flags` table under `RESULT_KEY`,
-a key that is not a flag (not in `flags.DEFAULTS`), so flag reads and listings never see it.
+A disabled hook silently starves the bot (no MR, pipeline, note or deployment events), and an
+unprotected `gitops/*` lets anyone who may push there change a change after its approval. So a
+periodic job lists each managed project's hooks and reads its `gitops/*` rule through the author
+account, sets the `gitops_hooks_disabled` and `gitops_branch_protection_missing{project}` gauges
+and keeps the result for the dashboard's banner and for `gitops-bot hooks check`. The result is
+one JSON row in the `flags` table under `RESULT_KEY`, a key that is not a flag (not in
+`flags.DEFAULTS`), so flag reads and listings never see it.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from sqlalchemy.engine import Engine
 
 from bot.config import Settings
 from bot.gitlab import Account, GitLabError, disabled_hooks, list_hooks
+from bot.gitlab.protection import MAINTAINERS, author_identity, judge, read_protection
 from bot.store.models import FLAGS, OPERATIONS, utcnow
 from jobs import runtime
 
@@ -31,6 +35,12 @@ log = logging.getLogger(__name__)
 DISABLED = Gauge(
     "gitops_hooks_disabled",
     "Webhooks GitLab has disabled on the managed projects, as of the last hooks check.",
+)
+UNPROTECTED = Gauge(
+    "gitops_branch_protection_missing",
+    "1 when the bot's branches (gitops/*) are not protected as `gitops-bot hooks install` sets "
+    "them in a managed project (missing or wrong), 0 when they are; as of the last hooks check.",
+    ["project"],
 )
 
 #: The `flags` row holding the last check's result (deliberately not a flag).
@@ -63,6 +73,10 @@ class HooksReport:
     missing: list[str] = field(default_factory=list)
     #: project -> why it could not be checked
     errors: dict[str, str] = field(default_factory=dict)
+    #: project -> what is wrong with its `gitops/*` protection (missing, or who else may push)
+    unprotected: dict[str, str] = field(default_factory=dict)
+    #: projects whose `gitops/*` is protected with the CE fallback (Maintainers, not one user)
+    fallback: list[str] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
         """The report as stored and as `hooks check --json` prints it."""
@@ -72,6 +86,8 @@ class HooksReport:
             "disabled": [asdict(hook) for hook in self.disabled],
             "missing": list(self.missing),
             "errors": dict(self.errors),
+            "unprotected": dict(self.unprotected),
+            "fallback": list(self.fallback),
         }
 
     @classmethod
@@ -83,6 +99,8 @@ class HooksReport:
             disabled=[DisabledHook(**hook) for hook in data.get("disabled", [])],
             missing=[str(p) for p in data.get("missing", [])],
             errors={str(k): str(v) for k, v in data.get("errors", {}).items()},
+            unprotected={str(k): str(v) for k, v in data.get("unprotected", {}).items()},
+            fallback=[str(p) for p in data.get("fallback", [])],
         )
 
 
@@ -101,17 +119,26 @@ def managed_projects(engine: Engine, settings: Settings) -> list[str]:
 def run_check(
     account: Account, projects: Iterable[str], our_url: str, now: datetime
 ) -> HooksReport:
-    """Lists each project's hooks (one call each); a project GitLab refuses is an error entry."""
+    """Lists each project's hooks and reads its `gitops/*` rule (one call each, and one GET /user
+    per check); a project GitLab refuses is an error entry."""
     report = HooksReport(checked_at=now)
     wanted = our_url.rstrip("/")
+    author: int | None = None
     for project in projects:
         report.projects.append(project)
         try:
             hooks = list_hooks(account.project(project))
+            if author is None:
+                author = author_identity(account)[0]
+            verdict = judge(read_protection(account.project(project)), author)
         except GitLabError as exc:
             report.errors[project] = str(exc)
-            log.warning("hooks check: cannot list hooks: %s", exc, extra={"project": project})
+            log.warning("hooks check: cannot read: %s", exc, extra={"project": project})
             continue
+        if not verdict.ok:
+            report.unprotected[project] = verdict.text
+        elif verdict.mode == MAINTAINERS:
+            report.fallback.append(project)
         if not any(hook.url.rstrip("/") == wanted for hook in hooks):
             report.missing.append(project)
         for hook in disabled_hooks(hooks, now):
@@ -139,6 +166,10 @@ def record(engine: Engine, report: HooksReport) -> None:
     with engine.begin() as conn:
         conn.execute(stmt)
     DISABLED.set(len(report.disabled))
+    UNPROTECTED.clear()
+    for project in report.projects:
+        if project not in report.errors:
+            UNPROTECTED.labels(project=project).set(1 if project in report.unprotected else 0)
 
 
 def last_report(engine: Engine) -> HooksReport | None:
@@ -171,5 +202,11 @@ def check(now: datetime | None = None) -> HooksReport | None:
             "hooks check: GitLab disabled %d webhook(s)",
             len(report.disabled),
             extra={"projects": sorted({hook.project for hook in report.disabled})},
+        )
+    if report.unprotected:
+        log.warning(
+            "hooks check: the bot's branches are not protected in %d project(s)",
+            len(report.unprotected),
+            extra={"projects": sorted(report.unprotected)},
         )
     return report

@@ -283,8 +283,9 @@ def overview(engine: Engine, now: datetime, threshold: timedelta) -> dict[str, l
 
 
 def _banner(report: HooksReport | None, now: datetime) -> dict[str, Any] | None:
-    """What the hooks banner says, or None when there is nothing to warn about."""
-    if report is None or not (report.disabled or report.errors):
+    """What the hooks banner says (disabled hooks, unprotected `gitops/*`, unreadable projects),
+    or None when there is nothing to warn about."""
+    if report is None or not (report.disabled or report.errors or report.unprotected):
         return None
     return {
         "report": report,
@@ -295,7 +296,8 @@ def _banner(report: HooksReport | None, now: datetime) -> dict[str, Any] | None:
 
 @bp.get("/")
 def index() -> Response:
-    """In flight, pending, failed and recently finished requests, with the hooks banner."""
+    """In flight, pending, failed and recently finished requests, with the hooks banner and,
+    when GITOPS_PROJECTS is unset, a banner saying every project that reaches the bot is managed."""
     services = services_of()
     now = utcnow()
     threshold = timedelta(seconds=services.settings.step_timeout)
@@ -305,6 +307,7 @@ def index() -> Response:
         sections=sections,
         threshold=duration(threshold.total_seconds()),
         banner=_banner(last_report(services.engine), now),
+        unscoped=not services.settings.projects,
         refresh=REFRESH_SECONDS,
         now=now,
     )

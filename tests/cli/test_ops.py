@@ -28,7 +28,7 @@ from jobs.hooks import last_report
 from jobs.sweep import overdue
 from tests.api import FakeQueue
 from tests.builders import OUTBOX, binding_state, count, make_operation, make_request, operation
-from tests.gitlab_double import GitLabDouble
+from tests.gitlab_double import ApiError, GitLabDouble
 from tests.pages import set_times
 
 GITLAB = "https://gitlab.example.com"
@@ -379,6 +379,8 @@ def test_hooks_install_twice_makes_one_hook(gitlab: GitLabDouble, run: Run) -> N
     assert second.exit_code == 0, second.output
     assert first.output.startswith("created hook #")
     assert second.output.startswith("updated hook #")
+    assert f"protected: gitops/* on {PROJECT}: only @gitops-bot may push and merge" in first.output
+    assert f"already protected: gitops/* on {PROJECT}: only @gitops-bot" in second.output
     hooks = list(gitlab.project(PROJECT).hooks.values())
     assert len(hooks) == 1
     hook = hooks[0]
@@ -436,8 +438,11 @@ def test_hooks_check_reports_a_disabled_hook_and_exits_1(
 
 
 def test_hooks_check_all_well_exits_0(db: Engine, gitlab: GitLabDouble, run: Run) -> None:
-    """Every hook enabled: "no disabled hooks", exit 0; JSON for scripts says the same."""
+    """Every hook enabled, gitops/* protected: "no disabled hooks", exit 0; JSON says the same."""
     gitlab.add_hook(PROJECT, RECEIVER, token=WEBHOOK_SECRET)
+    gitlab.protect_branch(
+        PROJECT, "gitops/*", push=("gitops-bot",), merge=("gitops-bot",), allow_force_push=True
+    )
 
     result = run("hooks", "check", GITOPS_PROJECTS=PROJECT)
     data = json.loads(run("hooks", "check", "--json", GITOPS_PROJECTS=PROJECT).output)
@@ -445,12 +450,96 @@ def test_hooks_check_all_well_exits_0(db: Engine, gitlab: GitLabDouble, run: Run
     assert result.exit_code == 0, result.output
     assert "no disabled hooks" in result.output
     assert (data["projects"], data["disabled"], data["missing"]) == ([PROJECT], [], [])
+    assert (data["unprotected"], data["fallback"]) == ({}, [])
 
 
 def test_hooks_check_names_missing_and_unreadable_projects(gitlab: GitLabDouble, run: Run) -> None:
     """A project without our hook is named; one GitLab will not show makes the exit status 2."""
+    gitlab.protect_branch(
+        PROJECT, "gitops/*", push=("gitops-bot",), merge=("gitops-bot",), allow_force_push=True
+    )
     result = run("hooks", "check", "--project", PROJECT, "--project", "ghost/repo")
 
     assert result.exit_code == 2, result.output
     assert f"missing: {PROJECT} has no hook to the bot" in result.output
     assert "unchecked: ghost/repo" in result.output
+
+
+def test_hooks_install_protects_the_bots_branches_for_the_author_only(
+    gitlab: GitLabDouble, run: Run
+) -> None:
+    """After install only the author account may push to gitops/*: a Maintainer's push fails."""
+    gitlab.add_user("alice", access={PROJECT: 40})
+
+    result = run("hooks", "install", PROJECT)
+
+    assert result.exit_code == 0, result.output
+    rule = gitlab.protection(PROJECT, "gitops/*")
+    assert rule is not None
+    bot = gitlab.user("gitops-bot").id
+    assert [e.user_id for e in rule.push] == [bot]
+    assert [e.user_id for e in rule.merge] == [bot]
+    assert rule.allow_force_push is True
+    with pytest.raises(ApiError):
+        gitlab.push(PROJECT, "gitops/op-1", {"x": "1\n"}, author="alice", start_branch="main")
+    gitlab.push(PROJECT, "gitops/op-1", {"x": "1\n"}, author="gitops-bot", start_branch="main")
+
+
+def test_hooks_install_fixes_a_wrong_protection(gitlab: GitLabDouble, run: Run) -> None:
+    """A gitops/* rule letting Developers push is narrowed to the author, and says what it was."""
+    gitlab.protect_branch(PROJECT, "gitops/*", push=(30,), merge=(30,))
+
+    result = run("hooks", "install", PROJECT)
+
+    assert result.exit_code == 0, result.output
+    assert "fixed the protection of (Developers + Maintainers may push;" in result.output
+    assert "only @gitops-bot may push and merge" in result.output
+    rule = gitlab.protection(PROJECT, "gitops/*")
+    assert rule is not None
+    assert [(e.user_id, e.access_level) for e in rule.push] == [
+        (gitlab.user("gitops-bot").id, None)
+    ]
+
+
+def test_hooks_install_on_ce_says_it_falls_back_to_maintainers(
+    gitlab: GitLabDouble, run: Run
+) -> None:
+    """On CE the command protects gitops/* for Maintainers (40) and says it is the fallback."""
+    gitlab.edition = "ce"
+
+    result = run("hooks", "install", PROJECT)
+
+    assert result.exit_code == 0, result.output
+    assert "Maintainers may push and merge" in result.output
+    assert "fallback is Maintainers (access level 40)" in result.output
+    rule = gitlab.protection(PROJECT, "gitops/*")
+    assert rule is not None
+    assert [e.access_level for e in rule.push] == [40]
+
+
+def test_hooks_install_that_cannot_protect_exits_1(gitlab: GitLabDouble, run: Run) -> None:
+    """A GitLab refusal of the protection (here a 403) is one line naming the project, exit 1."""
+    gitlab.fail_next(1, 403, methods="POST", path_contains="/protected_branches")
+
+    result = run("hooks", "install", PROJECT)
+
+    assert result.exit_code == 1
+    assert result.output.startswith("created hook #")
+    assert f"{PROJECT}: cannot protect gitops/*" in result.output
+    assert gitlab.protection(PROJECT, "gitops/*") is None
+
+
+def test_hooks_check_reports_unprotected_bot_branches_and_exits_1(
+    gitlab: GitLabDouble, run: Run
+) -> None:
+    """A project without gitops/* protection is named UNPROTECTED (exit 1); after install, not."""
+    gitlab.add_hook(PROJECT, RECEIVER, token=WEBHOOK_SECRET)
+
+    before = run("hooks", "check", GITOPS_PROJECTS=PROJECT)
+    run("hooks", "install", PROJECT)
+    after = run("hooks", "check", GITOPS_PROJECTS=PROJECT)
+
+    assert before.exit_code == 1, before.output
+    assert f"UNPROTECTED: gitops/* on {PROJECT}: not protected" in before.output
+    assert after.exit_code == 0, after.output
+    assert "UNPROTECTED" not in after.output

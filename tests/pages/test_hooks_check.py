@@ -12,6 +12,7 @@ from sqlalchemy.engine import Engine
 from bot.approval import ApprovalClient
 from bot.core.states import BindingState as S
 from bot.gitlab import Account, ApproveComponent, make_client
+from bot.gitlab.protection import ensure_protection
 from bot.store.flags import all_flags
 from bot.store.models import FLAGS
 from jobs import hooks, runtime
@@ -27,11 +28,15 @@ RECEIVER = "http://bot.test/webhooks/gitlab"
 
 @pytest.fixture
 def double() -> GitLabDouble:
-    """GitLab with the managed project, our hook on it, and the author bot as a maintainer."""
+    """GitLab with the managed project, our hook on it, the author bot as a maintainer and
+    gitops/* protected for it alone (as `hooks install` leaves it)."""
     gitlab = GitLabDouble(GITLAB)
     gitlab.add_project(PROJECT)
     gitlab.add_user("gitops-bot", token=AUTHOR_TOKEN, access={PROJECT: 40})
     gitlab.add_hook(PROJECT, RECEIVER, token="hook-secret")
+    gitlab.protect_branch(
+        PROJECT, "gitops/*", push=("gitops-bot",), merge=("gitops-bot",), allow_force_push=True
+    )
     return gitlab
 
 
@@ -103,6 +108,77 @@ def test_all_hooks_well_means_no_banner(pages: Pages, double: GitLabDouble, db: 
     assert gauge() == 0
     assert 'id="hooks-banner"' not in built.text("/")
     assert hooks.RESULT_KEY not in all_flags(db)  # the stored result is not a flag
+
+
+def unprotected_gauge(project: str) -> float | None:
+    """The current value of gitops_branch_protection_missing for a project."""
+    return REGISTRY.get_sample_value("gitops_branch_protection_missing", {"project": project})
+
+
+def test_unprotected_bot_branches_set_the_gauge_and_the_banner_then_clear(
+    pages: Pages, double: GitLabDouble
+) -> None:
+    """gitops/* unprotected (or letting Developers push): gauge 1 and a banner naming the project;
+    protected again by `hooks install`'s code, both clear."""
+    make_operation(pages.engine, S.MERGING)
+    double.protect_branch(PROJECT, "gitops/*", push=(30,), merge=(40,), allow_force_push=True)
+
+    with double.mocked(GITLAB):
+        report = hooks.check()
+
+    assert report is not None
+    assert report.unprotected == {
+        PROJECT: "Developers + Maintainers may push; the author account may not push; "
+        "Maintainers may merge; the author account may not merge"
+    }
+    assert unprotected_gauge(PROJECT) == 1
+    assert unprotected_gauge("ghost/repo") is None  # unreadable: unknown, not "protected"
+    html = pages.text("/")
+    assert 'id="protection-banner"' in html
+    assert f"<li><code>{PROJECT}</code>: Developers + Maintainers may push" in html
+
+    with double.mocked(GITLAB):
+        author = Account(make_client(GITLAB, AUTHOR_TOKEN))
+        ensure_protection(author.project(PROJECT), double.user("gitops-bot").id)
+        hooks.check()
+
+    assert unprotected_gauge(PROJECT) == 0
+    assert 'id="protection-banner"' not in pages.text("/")
+
+
+def test_missing_protection_is_reported_and_ce_fallback_is_not(
+    pages: Pages, double: GitLabDouble, db: Engine
+) -> None:
+    """No gitops/* rule is "not protected"; on CE a Maintainers rule is the accepted fallback."""
+    make_operation(db, S.MERGING)
+    built = Pages.build(db, gitlab_url=GITLAB, gitlab_token=AUTHOR_TOKEN)
+    runtime.use(built.app.extensions["gitops"])
+    del double.project(PROJECT).protected_branches["gitops/*"]
+
+    with double.mocked(GITLAB):
+        missing = hooks.check()
+    double.edition = "ce"
+    double.protect_branch(PROJECT, "gitops/*", allow_force_push=True)
+    with double.mocked(GITLAB):
+        fallback = hooks.check()
+
+    assert missing is not None
+    assert missing.unprotected == {PROJECT: "not protected"}
+    assert fallback is not None
+    assert (fallback.unprotected, fallback.fallback) == ({}, [PROJECT])
+    assert unprotected_gauge(PROJECT) == 0
+    assert 'id="hooks-banner"' not in built.text("/")
+
+
+def test_dashboard_says_when_gitops_projects_is_unset(db: Engine) -> None:
+    """Without GITOPS_PROJECTS a banner says every project reaching the bot is managed."""
+    unscoped = Pages.build(db).text("/")
+    scoped = Pages.build(db, projects=(PROJECT,)).text("/")
+
+    assert 'id="projects-banner"' in unscoped
+    assert "GITOPS_PROJECTS is not set" in unscoped
+    assert "every project that sends the bot a webhook or is" in unscoped
+    assert 'id="projects-banner"' not in scoped
 
 
 def test_check_is_skipped_without_a_gitlab_token(db: Engine) -> None:

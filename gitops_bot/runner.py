@@ -41,6 +41,21 @@ class _Gunicorn(BaseApplication):  # type: ignore[misc]
         return create_app(services=services)
 
 
+#: The startup warning when GITOPS_PROJECTS is unset (no allow-list of managed projects).
+UNSCOPED_WARNING = (
+    "GITOPS_PROJECTS is not set: every project that sends a webhook or is named in a request "
+    "is managed; set it to the comma-separated projects the bot may act on"
+)
+
+
+def warn_if_unscoped(settings: Settings) -> bool:
+    """Logs UNSCOPED_WARNING once when GITOPS_PROJECTS is unset; True when it did."""
+    if settings.projects:
+        return False
+    log.warning(UNSCOPED_WARNING)
+    return True
+
+
 def _upgrade_schema(settings: Settings) -> None:
     engine = make_engine(settings.database_url)
     try:
@@ -70,12 +85,14 @@ def web(settings: Settings, *, host: str, port: int) -> None:
     """The web process: schema upgraded, then gunicorn with the production settings."""
     from webhooks import gunicorn_conf as conf
 
+    warn_if_unscoped(settings)
     _upgrade_schema(settings)
     _Gunicorn(settings, _options(host, port, workers=conf.workers, threads=conf.threads)).run()
 
 
 def serve(settings: Settings, *, host: str, port: int) -> None:
     """The embedded default: one process, SQLite, the in-process queue, schema upgraded first."""
+    warn_if_unscoped(settings)
     _upgrade_schema(settings)
     _Gunicorn(settings, _options(host, port, workers=1, threads=8), embedded=True).run()
 
@@ -91,6 +108,7 @@ def worker(settings: Settings, *, burst: bool = False) -> bool:
             "gitops-bot worker needs GITOPS_REDIS_URL; on the embedded default "
             "`gitops-bot serve` runs the worker in-process"
         )
+    warn_if_unscoped(settings)
     redis = make_redis(settings)
     queue = Queue(QUEUE_NAME, connection=redis)
     # no fork per job: steps are short, and the services (engine pool) are built once per process

@@ -3,15 +3,17 @@ awards and replies, and the rows a command wrote (a base of World)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Callable, Mapping
 from typing import Any
 
+import requests
 from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 
 from bot.store.models import AUDIT, BINDINGS, OPERATIONS, OUTBOX
 from gitops_bot.fakes.gitlab import GitLabDouble, Note
-from tests.e2e.names import AUTHOR, PROJECT
+from tests.e2e.names import AUTHOR, PROJECT, SECRETS
 
 
 class CommandViews:
@@ -19,6 +21,7 @@ class CommandViews:
 
     engine: Engine
     gitlab: GitLabDouble
+    web: list[str]
 
     def add_people(self, people: Mapping[str, int]) -> None:
         """GitLab users with their access level on PROJECT (0: not a member); known names kept."""
@@ -32,6 +35,26 @@ class CommandViews:
     def comment(self, iid: int, user: str, body: str) -> Note:
         """`user` comments `body` on MR !iid (the double sends the Note Hook)."""
         return self.gitlab.add_note(PROJECT, iid, user, body)
+
+    def forged_note_hook(
+        self, iid: int, note_id: int | None, forge: Callable[[dict[str, Any]], None], **attrs: Any
+    ) -> int:
+        """Posts a Note Hook carrying the right secret whose payload `forge` rewrote (what anyone
+        holding the webhook secret could send) to the first web instance; the HTTP status.
+        Without `note_id` the hook names a comment GitLab does not hold."""
+        headers, body = self.gitlab.webhook(
+            "note", project=PROJECT, iid=iid, note_id=note_id, token=SECRETS["webhook"], **attrs
+        )
+        payload = json.loads(body)
+        forge(payload)
+        data = json.dumps(payload).encode()
+        url = f"{self.web[0]}/webhooks/gitlab"
+        return requests.post(url, data=data, headers=headers, timeout=10).status_code
+
+    def user_hash(self, username: str) -> dict[str, Any]:
+        """The `user` object a Note Hook carries for `username`."""
+        user = self.gitlab.user(username)
+        return {"id": user.id, "username": username, "name": user.name}
 
     def set_mr_pipeline(self, iid: int, status: str) -> None:
         """Moves MR !iid's head pipeline to `status` (as CI finishing it would)."""

@@ -65,17 +65,15 @@ def protect_text(project: str, result: ProtectionResult, username: str) -> str:
             f"NOT PROTECTED as needed: {BOT_BRANCHES} on {project}: {verdict.text} "
             f"(GitLab kept the rule otherwise than asked; fix it in Settings > Repository)"
         )
-    done = {
-        "created": "protected",
-        "fixed": f"fixed the protection of ({'; '.join(result.before)})",
-        "unchanged": "already protected",
-    }[result.action]
+    done = {"created": "protected", "fixed": "fixed", "unchanged": "already protected"}
+    head = f"{done[result.action]}: {BOT_BRANCHES} on {project}"
+    was = f" (was: {'; '.join(result.before)})" if result.action == "fixed" else ""
     if verdict.mode == AUTHOR_ONLY:
-        return f"{done}: {BOT_BRANCHES} on {project}: only @{username} may push and merge"
+        return f"{head}: only @{username} may push and merge{was}"
     return (
-        f"{done}: {BOT_BRANCHES} on {project}: Maintainers may push and merge; GitLab did not "
-        f"take a rule for one user (CE or Free tier), so the fallback is Maintainers (access "
-        f"level 40): keep @{username} a Maintainer and other Maintainers few"
+        f"{head}: Maintainers may push and merge{was}; GitLab did not take a rule for one user "
+        f"(CE or Free tier), so the fallback is Maintainers (access level 40): keep @{username} "
+        f"a Maintainer and other Maintainers few"
     )
 
 

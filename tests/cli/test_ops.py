@@ -16,13 +16,14 @@ from sqlalchemy.engine import Engine
 from bot.config import Settings
 from bot.core.events import Event as E
 from bot.core.states import BindingState as S
+from bot.gitlab.protection import ProtectionResult, Verdict
 from bot.services import Services
 from bot.store.engine import make_engine
 from bot.store.fire import fire
 from bot.store.flags import DEFAULTS, get_flag
 from bot.store.models import AUDIT, DEPLOY_SIGNALS, utcnow
 from bot.store.submit import submit
-from gitops_bot import ops
+from gitops_bot import ops, ops_hooks
 from gitops_bot.cli import main
 from jobs.hooks import last_report
 from jobs.sweep import overdue
@@ -492,8 +493,10 @@ def test_hooks_install_fixes_a_wrong_protection(gitlab: GitLabDouble, run: Run) 
     result = run("hooks", "install", PROJECT)
 
     assert result.exit_code == 0, result.output
-    assert "fixed the protection of (Developers + Maintainers may push;" in result.output
-    assert "only @gitops-bot may push and merge" in result.output
+    assert f"fixed: gitops/* on {PROJECT}: only @gitops-bot may push and merge" in result.output
+    assert "(was: Developers + Maintainers may push; the author account may not push;" in (
+        result.output
+    )
     rule = gitlab.protection(PROJECT, "gitops/*")
     assert rule is not None
     assert [(e.user_id, e.access_level) for e in rule.push] == [
@@ -543,3 +546,13 @@ def test_hooks_check_reports_unprotected_bot_branches_and_exits_1(
     assert f"UNPROTECTED: gitops/* on {PROJECT}: not protected" in before.output
     assert after.exit_code == 0, after.output
     assert "UNPROTECTED" not in after.output
+
+
+def test_install_text_names_what_gitlab_kept_otherwise() -> None:
+    """When GitLab's answer still lets others push, the line says NOT PROTECTED and why."""
+    verdict = Verdict(False, "", ("Maintainers may push", "the author account may not push"))
+    result = ProtectionResult("fixed", ("not protected",), verdict)
+
+    text = ops_hooks.protect_text(PROJECT, result, "gitops-bot")
+
+    assert text.startswith(f"NOT PROTECTED as needed: gitops/* on {PROJECT}: Maintainers may push;")

@@ -32,7 +32,7 @@ from bot.core.labels import label_change
 from bot.core.states import BindingState
 from bot.core.table import Effect
 from bot.errors import CannotProceed, TransientError
-from bot.gitlab import GitLabUnavailable, close_mr, set_labels, upsert_status_note
+from bot.gitlab import GitLabUnavailable, close_mr, set_labels, unapprove, upsert_status_note
 from bot.gitlab.errors import scrub
 from bot.render.status import StatusView, load_status, render_status
 from bot.store.models import OUTBOX, utcnow
@@ -69,6 +69,7 @@ DEAD_TOTAL = Counter(
 
 #: The order an operation's effects run in (the comment last, so it shows the others done).
 ORDER: tuple[str, ...] = (
+    Effect.UNAPPROVE.value,
     Effect.WITHDRAW_APPROVAL.value,
     Effect.CLOSE_MR.value,
     Effect.LABELS.value,
@@ -76,7 +77,12 @@ ORDER: tuple[str, ...] = (
 )
 #: Effects that call GitLab (paused for the rest of a dispatch once GitLab is unavailable).
 GITLAB_EFFECTS = frozenset(
-    {Effect.STATUS_COMMENT.value, Effect.LABELS.value, Effect.CLOSE_MR.value}
+    {
+        Effect.STATUS_COMMENT.value,
+        Effect.LABELS.value,
+        Effect.CLOSE_MR.value,
+        Effect.UNAPPROVE.value,
+    }
 )
 _CLOSING = frozenset({BindingState.REJECTED, BindingState.CLOSED})
 
@@ -239,6 +245,9 @@ class _Dispatch:
                 project, view.mr_iid, view.operation_id, body, note_id=view.status_note_id
             )
             touch(self.engine, view.operation_id, status_note_id=note_id, status_note_hash=digest)
+        elif effect == Effect.UNAPPROVE:
+            # the content changed after approval: GitLab's own rules must not count our approvals
+            unapprove(runtime.clients().approvers, project, view.mr_iid)
         elif effect == Effect.LABELS:
             if not view.owns_binding:
                 # a newer request for the same subject and target owns the MR's label now

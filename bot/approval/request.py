@@ -10,7 +10,8 @@ from bot.core.states import Flow
 
 @dataclass(frozen=True, slots=True)
 class ApprovalRequest:
-    """What approvers are asked to decide; `ext` carries the MR iid for the MR-first flow."""
+    """What approvers are asked to decide; `ext` carries the MR iid for the MR-first flow and
+    the change identity (`ext.change`: project, target branch, digest, files, MR-first head)."""
 
     operation_id: str
     title: str
@@ -19,6 +20,8 @@ class ApprovalRequest:
     callback_url: str
     mr_iid: int | None = None
     project: str | None = None
+    #: ChangeIdentity.ext(): what an approval of this request approves
+    change: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if not self.operation_id.strip():
@@ -42,6 +45,8 @@ class ApprovalRequest:
             ext["mrId"] = self.mr_iid
         if self.project:
             ext["project"] = self.project
+        if self.change is not None:
+            ext["change"] = self.change
         return ext
 
     def to_json(self) -> dict[str, Any]:

@@ -148,6 +148,7 @@ TABLE: tuple[Transition, ...] = (
     # -- creation: branch, commit, MR, then its check pipeline --------------------------------
     Transition(S.MR_CREATING, E.MR_OPENED, S.MR_CREATING, Step.CREATE_SUCCEEDED),
     Transition(S.MR_CREATING, E.CREATE_ERROR, S.CREATE_FAILED, Step.CREATE_FAILED),
+    Transition(S.MR_CREATED, E.CREATE_ERROR, S.CREATE_FAILED, Step.CREATE_FAILED),
     Transition(
         S.MR_CREATING, E.PIPELINE_PASSED, S.MR_CREATED, Step.CREATE_PIPELINE_PASSED, "has_mr"
     ),

@@ -16,6 +16,7 @@ from bot.gitlab.approve import (
     ApproveOutcome,
     ApproveResult,
     approve_once,
+    unapprove,
 )
 from bot.gitlab.changes import (
     BRANCH_PREFIX,
@@ -125,5 +126,6 @@ __all__ = [
     "rebase_status",
     "set_labels",
     "status_marker",
+    "unapprove",
     "upsert_status_note",
 ]

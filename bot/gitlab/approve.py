@@ -10,6 +10,7 @@ so `approve_once` treats 401/304/409 the same whichever implementation ran.
 from __future__ import annotations
 
 import logging
+from contextlib import suppress
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -244,3 +245,23 @@ def approve_once(
         log.warning("approve failed", extra={**extra, "status_code": code})
         return ApproveResult(ApproveOutcome.FAILED, status_code=code, reason=str(err))
     return ApproveResult(ApproveOutcome.APPROVED, reason="approved")
+
+
+def unapprove(accounts: list[Account], project: Project, iid: int) -> list[str]:
+    """Takes back the approvals `accounts` gave on MR `iid`; the labels of those that had one.
+
+    Reads the approvals once (as `project`'s account); then one POST .../unapprove per account
+    found among them. An approval already gone (404) counts as taken back. Safe to repeat.
+    """
+    present = approved_by(project, iid)
+    taken: list[str] = []
+    for account in accounts:
+        if account.username() not in present:
+            continue
+        path = f"/projects/{quote(str(project.id), safe='')}/merge_requests/{int(iid)}/unapprove"
+        # a 404 means not approved (any more) by this account: nothing left to take back
+        with suppress(NotFound):
+            post_json(account.gl, path, what=f"{account.label}: unapprove !{iid}", data={})
+        taken.append(account.label)
+        log.info("approval taken back", extra={"account": account.label, "mr_iid": iid})
+    return taken

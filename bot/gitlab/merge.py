@@ -136,13 +136,14 @@ def _classify(project: Project, mr: MrView, sha: str, status_code: int) -> Merge
     return MergeResult(MergeOutcome.BLOCKED, detail=status, status_code=status_code)
 
 
-def merge(project: Project, iid: int, sha: str) -> MergeResult:
+def merge(project: Project, iid: int, sha: str, *, mr: MrView | None = None) -> MergeResult:
     """Merges MR `iid` if its head is still `sha` (removing the source branch); never waits.
 
-    Calls: one read; then at most one merge and one re-read, or one rebase request.
+    Calls: one read (none when the caller passes the MR it has just read and checked); then at
+    most one merge and one re-read, or one rebase request.
     """
     extra = {"project": str(project.id), "mr_iid": iid, "sha": sha}
-    settled = _settled(project, read_mr(project, iid), sha)
+    settled = _settled(project, mr if mr is not None else read_mr(project, iid), sha)
     if settled is not None:
         return settled
     data = {"sha": sha, "should_remove_source_branch": True}

@@ -131,6 +131,7 @@ def load_current(conn: Connection, operation_id: str) -> Current:
 def snapshot_of(values: Mapping[str, Any], flow: Flow) -> Snapshot:
     """The guard's view of an operation from its column values."""
     step = values.get("step")
+    prior = values.get("prior_step")
     return Snapshot(
         flow=flow,
         step=Step(step) if step is not None else None,
@@ -138,6 +139,7 @@ def snapshot_of(values: Mapping[str, Any], flow: Flow) -> Snapshot:
         mr_opened_by_bot=bool(values.get("mr_opened_by_bot")),
         approved=values.get("approved_at") is not None,
         has_approval_request=values.get("approval_id") is not None,
+        prior_step=Step(prior) if prior is not None else None,
     )
 
 

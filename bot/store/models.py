@@ -126,7 +126,7 @@ class Operation(Base):
     approval_id: Mapped[str | None] = mapped_column(String(255))
     #: what the approval approves (bot/core/identity.py): project, target branch, the digest of
     #: the (path, content hash) pairs, and for MR-first the head SHA; fixed before the request
-    change_identity: Mapped[Any | None] = mapped_column(JSON)
+    change_identity: Mapped[Any | None] = mapped_column(JSON(none_as_null=True))
     #: the MR head whose changes were last checked equal to change_identity (approve and merge
     #: are pinned to it); a head only becomes verified by that check
     verified_sha: Mapped[str | None] = mapped_column(String(64))

@@ -22,6 +22,7 @@ TOUCHABLE = frozenset(
         "error_detail",
         "progress",
         "head_sha",
+        "verified_sha",
         "branch",
         "mr_url",
         "merge_commit_sha",
@@ -57,6 +58,10 @@ class OperationRow:
     head_sha: str | None
     merge_commit_sha: str | None
     approval_id: str | None
+    #: what the approval approves (bot/core/identity.py ChangeIdentity.to_json()), once fixed
+    change_identity: dict[str, Any] | None
+    #: the MR head last checked equal to the identity (approve and merge are pinned to it)
+    verified_sha: str | None
     approved: bool
     attempts: int
     deadline_at: datetime | None
@@ -102,6 +107,8 @@ def load(engine: Engine, operation_id: str) -> OperationRow:
         head_sha=r["head_sha"],
         merge_commit_sha=r["merge_commit_sha"],
         approval_id=r["approval_id"],
+        change_identity=dict(r["change_identity"]) if r["change_identity"] else None,
+        verified_sha=r["verified_sha"],
         approved=r["approved_at"] is not None,
         attempts=r["attempts"],
         deadline_at=r["deadline_at"],
@@ -116,6 +123,18 @@ def touch(engine: Engine, operation_id: str, **fields: Any) -> None:
         raise ValueError(f"touch() cannot set {sorted(unknown)}")
     with engine.begin() as conn:
         conn.execute(update(OPERATIONS).where(OPERATIONS.c.id == operation_id).values(**fields))
+
+
+def set_identity_once(engine: Engine, operation_id: str, identity: dict[str, Any]) -> bool:
+    """Fixes an operation's change identity if it has none yet (in-flight operations from before
+    identities existed); True when this call set it. A fixed identity never changes."""
+    stmt = (
+        update(OPERATIONS)
+        .where(OPERATIONS.c.id == operation_id, OPERATIONS.c.change_identity.is_(None))
+        .values(change_identity=identity)
+    )
+    with engine.begin() as conn:
+        return conn.execute(stmt).rowcount == 1
 
 
 def take_lease(

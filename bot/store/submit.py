@@ -13,6 +13,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
 from bot.core.events import Event, Source
+from bot.core.identity import identity_from_request
 from bot.core.resolve import resolve
 from bot.core.states import IN_FLIGHT, BindingState, Flow
 from bot.errors import Conflict, IllegalTransition, InProgress
@@ -106,13 +107,18 @@ def submit_in(
     now = now or utcnow()
     op_id = operation_id or new_operation_id()
     binding = conn.execute(
-        select(_bindings).where(
+        select(_bindings, _ops.c.step.label("owner_step"))
+        .join(_ops, _ops.c.id == _bindings.c.operation_id, isouter=True)
+        .where(
             _bindings.c.subject_id == request.subject_id,
             _bindings.c.target_key == request.target_key,
         )
     ).one_or_none()
     state = BindingState(binding.state) if binding is not None else None
-    op_values: Mapping[str, Any] = {"mr_iid": request.mr_iid}
+    op_values: Mapping[str, Any] = {
+        "mr_iid": request.mr_iid,
+        "prior_step": binding.owner_step if binding is not None else None,
+    }
     resolution = resolve(state, event, snapshot_of(op_values, request.flow))
     transition = resolution.transition
     if transition is None:
@@ -164,6 +170,7 @@ def submit_in(
                 title=request.title,
                 description=request.description,
                 files=request.files,
+                change_identity=_identity(request),
                 requested_by=request.requested_by,
                 idempotency_key=request.idempotency_key,
                 request_hash=request.request_hash,
@@ -198,3 +205,11 @@ def submit_in(
         1,
     )
     return FireResult(op_id, event, state, transition.target, transition.step, 1)
+
+
+def _identity(request: NewRequest) -> dict[str, Any] | None:
+    """What an approval of this request approves, when its files say (API, revert); a person's
+    MR (`/gitops apply`) gets its identity from the MR before approval is requested."""
+    if not request.files:
+        return None
+    return identity_from_request(request.project, request.target_branch, request.files).to_json()

@@ -11,20 +11,31 @@ from bot.core.states import Flow, Step
 from bot.workflow.approval import on_approval
 from jobs.phases import Ctx
 from jobs.phases.common import advance
+from jobs.phases.integrity import approved_identity
+from jobs.phases.paths import check_paths
 from jobs.waits import drive_in
 
 
 def submit_approval(ctx: Ctx) -> bool:
-    """Sends the approval request; records the approval id as APPROVAL_SUBMITTED."""
+    """Sends the approval request carrying the change identity (what an approval approves);
+    records the approval id as APPROVAL_SUBMITTED. Approve-first checks the paths first."""
     op, settings = ctx.op, ctx.services.settings
+    project = ctx.clients.author.project(op.gitlab_project)
+    if op.flow is Flow.APPROVE_FIRST and not check_paths(
+        ctx, project, [f["path"] for f in op.files]
+    ):
+        return True  # refused: CREATE_FAILED, nobody is asked to approve
+    identity = approved_identity(ctx, project)
+    summary = identity.summary()
     request = ApprovalRequest(
         operation_id=op.id,
         title=op.title,
-        description=op.description,
+        description=f"{op.description}\n\n{summary}".strip(),
         applicant=op.requested_by,
         callback_url=f"{settings.public_url}/webhooks/approval",
         mr_iid=op.mr_iid if op.flow is Flow.MR_FIRST else None,
         project=op.project,
+        change=identity.ext(),
     )
     approval_id = ctx.clients.approval.submit(request)
     deadline = ctx.now + timedelta(seconds=settings.step_timeout)

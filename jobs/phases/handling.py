@@ -1,4 +1,8 @@
-"""Handling phase: approve as each approval bot, merge pinned to the SHA, rebase and retry."""
+"""Handling phase: approve as each approval bot, merge pinned to the SHA, rebase and retry.
+
+Before approving, and again before merging, the MR is checked against the approved change
+identity (jobs/phases/integrity.py); only the head that check verified is approved and merged.
+"""
 
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ from bot.store.flags import get_flag
 from bot.store.operations import touch
 from jobs.phases import Ctx
 from jobs.phases.common import advance
+from jobs.phases.integrity import check_mr, stop_changed
 from jobs.waits import drive_in, new_wait, poll
 
 log = logging.getLogger(__name__)
@@ -32,20 +37,22 @@ MAX_RESTARTS = 5
 
 
 def handle(ctx: Ctx) -> bool:
-    """Approves as every approval bot that has not, then merges; each outcome to its state."""
+    """Checks the MR against what was approved, approves as every approval bot that has not,
+    then merges pinned to the checked head; each outcome to its state."""
     op, services = ctx.op, ctx.services
     assert op.mr_iid is not None
     project = ctx.clients.author.project(op.gitlab_project)
     progress: dict[str, Any] = dict(op.progress)
-    if op.step is Step.HANDLE_APPROVED and op.head_sha:
-        sha = op.head_sha  # approved on this head just now: merge() reads the MR itself
-    else:
-        mr = read_mr(project, op.mr_iid)
-        if mr.state == "merged":
-            return advance(ctx, Event.MERGED, merge_commit_sha=mr.merged_sha)
-        if mr.state == "closed":
-            return advance(ctx, Event.MR_CLOSED)
-        sha = mr.sha or op.head_sha or ""
+    mr = read_mr(project, op.mr_iid)
+    if mr.state == "merged":
+        return advance(ctx, Event.MERGED, merge_commit_sha=mr.merged_sha)
+    if mr.state == "closed":
+        return advance(ctx, Event.MR_CLOSED)
+    verdict = check_mr(ctx, project, mr)
+    if not verdict.ok:
+        return stop_changed(ctx, verdict)
+    sha = verdict.head
+    if op.step is not Step.HANDLE_APPROVED or progress.get("sha") != sha:
         if progress.get("sha") != sha:  # a new head needs new approvals
             progress = {
                 "sha": sha,
@@ -58,7 +65,7 @@ def handle(ctx: Ctx) -> bool:
             return stopped
         return advance(ctx, Event.APPROVALS_GIVEN, head_sha=sha, progress=progress)
     try:
-        result = merge(project, op.mr_iid, sha)
+        result = merge(project, op.mr_iid, sha, mr=mr)
     except MrClosed:
         return advance(ctx, Event.MR_CLOSED)
     match result.outcome:
@@ -156,6 +163,12 @@ def poll_rebase(ctx: Ctx) -> bool:
         return advance(ctx, Event.REBASE_CONFLICT, error_detail=status.merge_error or "conflict")
     if status.state is RebaseState.DONE:
         mr = read_mr(project, op.mr_iid)
+        if mr.sha != op.verified_sha:
+            # a rebase moves the base, not the change: the new head must still be the approved
+            # change, or nothing more is approved or merged
+            verdict = check_mr(ctx, project, mr)
+            if not verdict.ok:
+                return stop_changed(ctx, verdict)
         if mr.head_pipeline_status == "success":
             return advance(ctx, Event.PIPELINE_PASSED, head_sha=mr.sha, progress={})
         if mr.head_pipeline_status in {"failed", "canceled", "skipped"}:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from bot.core.identity import identity_from_request
 from bot.core.states import BindingState as S
 from bot.core.states import Flow, Step
 from tests.builders import operation
@@ -15,7 +16,21 @@ def test_approve_first_reaches_validated(bot: Bot) -> None:
     op_id = bot.request(Flow.APPROVE_FIRST)
     bot.settle()
     assert bot.state(op_id) is S.APPROVAL_SENT
-    assert [s["ext"] for s in bot.approvals.submitted] == [{"project": PROJECT}]
+    approved = identity_from_request(
+        PROJECT, "main", [{"path": "config/prod.yaml", "content": "replicas: 3\n"}]
+    )
+    assert [s["ext"] for s in bot.approvals.submitted] == [
+        {
+            "project": PROJECT,
+            "change": {
+                "project": PROJECT,
+                "target_branch": "main",
+                "digest": approved.digest,
+                "files": [{"path": "config/prod.yaml", "action": "write"}],
+            },
+        }
+    ]
+    assert "- write config/prod.yaml" in bot.approvals.submitted[0]["description"]
     assert bot.approve(op_id) == 202
     bot.settle()
     assert bot.state(op_id) is S.MR_CREATING
@@ -42,7 +57,12 @@ def test_mr_first_reaches_validated(bot: Bot) -> None:
     bot.settle()
     assert bot.state(op_id) is S.APPROVAL_SENT
     op = operation(bot.services.engine, op_id)
-    assert bot.approvals.submitted[0]["ext"] == {"mrId": op["mr_iid"], "project": PROJECT}
+    ext = bot.approvals.submitted[0]["ext"]
+    assert {k: ext[k] for k in ("mrId", "project")} == {"mrId": op["mr_iid"], "project": PROJECT}
+    head = bot.gitlab.mr(PROJECT, op["mr_iid"]).sha
+    assert ext["change"]["head_sha"] == head
+    assert ext["change"]["files"] == [{"path": "config/prod.yaml", "action": "write"}]
+    assert f"Head commit: {head}" in bot.approvals.submitted[0]["description"]
     bot.approve(op_id)
     bot.settle()
     assert bot.state(op_id) is S.MERGED

@@ -1,0 +1,161 @@
+"""Merge integrity: what the bot approves and merges is exactly what the approval approved.
+
+The approved change identity (bot/core/identity.py) is fixed before approval is requested. Before
+any approver account approves, and again right before the merge call (which is pinned to the
+SHA checked here), `check_mr` reads the MR's changes and compares them with the identity:
+
+- the target and source branch must be the approved ones, and the MR not from a fork;
+- the head must be the head last verified (the bot's own commit, or MR-first's approved head),
+  or the result of a rebase the bot started from it;
+- the paths GitLab lists between the target and the head (one compare call) must be the
+  approved paths, within the path policy, and -- for a head not verified before -- each path's
+  content at the head must hash to the approved content (one read per path).
+
+Anything else stops the change in HANDLE_FAILED ("changed after approval"), and the outbox takes
+the approver accounts' approvals back. A commit's content never changes, so a head verified once
+needs only the compare call afterwards.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from bot.core.events import Event
+from bot.core.identity import (
+    ChangeIdentity,
+    differences,
+    identity_from_changes,
+    identity_from_request,
+)
+from bot.core.path_policy import refused_paths
+from bot.errors import CannotProceed
+from bot.gitlab import MrView, Project
+from bot.gitlab.compare import Comparison, TooLargeToCheck, compare_changes, file_sha256
+from bot.store.operations import OperationRow, set_identity_once, touch
+from jobs.phases import Ctx
+from jobs.phases.common import advance
+
+log = logging.getLogger(__name__)
+
+#: The most characters of reasons kept in error_detail (the status comment shows them).
+DETAIL_LIMIT = 480
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whether the MR may be approved and merged at `head`, and if not, why."""
+
+    head: str
+    reasons: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        """True when the MR's changes are the approved ones."""
+        return not self.reasons
+
+
+def _short(sha: str | None) -> str:
+    return (sha or "none")[:12]
+
+
+def approved_identity(ctx: Ctx, project: Project) -> ChangeIdentity:
+    """The operation's identity; one in flight from before identities existed gets it now."""
+    op = ctx.op
+    if op.change_identity is not None:
+        return ChangeIdentity.from_json(op.change_identity)
+    if op.files:
+        identity = identity_from_request(op.project, op.target_branch, op.files)
+    elif op.head_sha is not None:
+        # a person's MR approved before identities existed: what its pipeline passed on
+        identity = read_identity(project, op, op.head_sha)
+    else:
+        raise CannotProceed("nothing says what was approved (no files, no head)")
+    if not set_identity_once(ctx.services.engine, op.id, identity.to_json()):
+        raise CannotProceed("the change identity was set meanwhile; the step runs again")
+    return identity
+
+
+def contents_at(project: Project, paths: list[str], sha: str) -> dict[str, str | None]:
+    """The SHA-256 of each path's content at `sha` (None: absent), one read per path."""
+    return {path: file_sha256(project, path, sha) for path in paths}
+
+
+def read_identity(project: Project, op: OperationRow, head: str) -> ChangeIdentity:
+    """The identity of a person's MR at `head`: its changed paths and their content there."""
+    comparison = compare_changes(project, op.target_branch, head)
+    written = [c.new_path for c in comparison.changes if not c.deleted_file and c.new_path]
+    return identity_from_changes(
+        op.project,
+        op.target_branch,
+        comparison.changes,
+        contents_at(project, written, head),
+        head_sha=head,
+        source_branch=op.branch or "",
+    )
+
+
+def check_mr(ctx: Ctx, project: Project, mr: MrView) -> Verdict:
+    """Checks the MR as just read against the approved identity; records a newly verified head.
+
+    Calls: none when a branch or the head is already wrong; else one compare, plus one read
+    per approved path when the head was not verified before (after the bot's own rebase).
+    """
+    op = ctx.op
+    identity = approved_identity(ctx, project)
+    head = mr.sha or ""
+    reasons: list[str] = []
+    if mr.source_project_id is not None and mr.source_project_id != mr.target_project_id:
+        reasons.append("the merge request now comes from a fork")
+    if op.branch and mr.source_branch and mr.source_branch != op.branch:
+        reasons.append(f"the source branch is now {mr.source_branch}, not {op.branch}")
+    if mr.target_branch != identity.target_branch:
+        reasons.append(f"the target branch is now {mr.target_branch}, not {identity.target_branch}")
+    expected = op.verified_sha or identity.head_sha
+    rebased_from = op.progress.get("rebase_from")
+    ours = expected is not None and rebased_from == expected
+    if not head:
+        reasons.append("GitLab did not say the merge request's head")
+    elif expected is not None and head != expected and not ours:
+        reasons.append(
+            f"new commits were pushed to {mr.source_branch or 'the source branch'} "
+            f"(head {_short(head)}, approved {_short(expected)})"
+        )
+    if reasons:
+        return Verdict(head, tuple(reasons))
+    try:
+        comparison = compare_changes(project, identity.target_branch, head)
+    except TooLargeToCheck as exc:
+        return Verdict(head, (f"the change cannot be checked: {exc}",))
+    verified_before = head == op.verified_sha
+    contents = None if verified_before else contents_at(project, _approved_paths(identity), head)
+    reasons = differences(
+        identity, target_branch=mr.target_branch, changes=comparison.changes, contents=contents
+    )
+    reasons += _policy(ctx, comparison)
+    if not reasons and not verified_before:
+        touch(ctx.services.engine, op.id, verified_sha=head)
+        log.info(
+            "head verified against the approved change",
+            extra={"operation_id": op.id, "head": head, "rebased": ours},
+        )
+    return Verdict(head, tuple(reasons))
+
+
+def _approved_paths(identity: ChangeIdentity) -> list[str]:
+    return [f.path for f in identity.files]
+
+
+def _policy(ctx: Ctx, comparison: Comparison) -> list[str]:
+    """The path policy again, on what the MR changes now (protected and allowed paths)."""
+    allowed = ctx.services.settings.allowed_paths
+    return [f"{r.path} {r.reason}" for r in refused_paths(comparison.paths, allowed=allowed)]
+
+
+def stop_changed(ctx: Ctx, verdict: Verdict) -> bool:
+    """Stops the change: HANDLE_FAILED "changed after approval"; the outbox unapproves."""
+    detail = "changed after approval: " + "; ".join(verdict.reasons)
+    if len(detail) > DETAIL_LIMIT:
+        detail = detail[: DETAIL_LIMIT - 1] + "…"
+    log.warning(detail, extra={"operation_id": ctx.op.id, "head": verdict.head})
+    return advance(ctx, Event.CHANGED_AFTER_APPROVAL, error_detail=detail)

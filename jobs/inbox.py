@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
+from prometheus_client import Counter
 from sqlalchemy import select
 
 from bot.approval.callback import parse_callback
 from bot.approval.errors import MalformedCallback
 from bot.ingress import gitlab_events, inbox
-from bot.ingress.deploy import parse_deploy
+from bot.ingress.deploy import GLOBAL_SCOPE, SCOPE_HEADER, DeployAuth, parse_deploy
 from bot.ingress.jsonload import Unusable, load_object
 from bot.queueing import QueueUnavailable
 from bot.services import Services
@@ -23,6 +25,13 @@ from jobs.commands import on_note
 
 log = logging.getLogger(__name__)
 
+FAILED_ATTEMPTS = Counter(
+    "gitops_inbox_failed_attempts_total",
+    "Processing attempts of stored deliveries that raised (each is tried again until "
+    "GITOPS_INBOX_MAX_ATTEMPTS), by source.",
+    ["source"],
+)
+
 #: The job that runs an operation's next step (jobs/drive.py).
 DRIVE_JOB = "jobs.drive.drive"
 
@@ -32,7 +41,8 @@ def process(inbox_id: int, *more: int) -> str:
 
     Several ids come from one group commit on the ack path. One row failing does not hold
     back the others: each is tried, then the first failure is raised (the job is marked
-    failed, and the sweep enqueues the row again while it is still "received").
+    failed, and the sweep enqueues the row again while it is still "received" and has
+    attempts left; a row whose last attempt failed is quarantined, not raised).
     """
     if not more:
         return _process_one(runtime.services(), inbox_id)
@@ -51,36 +61,68 @@ def process(inbox_id: int, *more: int) -> str:
 
 
 def _process_one(services: Services, inbox_id: int) -> str:
-    """Handles inbox row `inbox_id` once; returns the status it was marked with."""
-    with services.engine.connect() as conn:
-        row = conn.execute(select(INBOX).where(INBOX.c.id == inbox_id)).one_or_none()
-    if row is None or row.status != "received":
-        return "gone" if row is None else str(row.status)
-    key = str(row.delivery_key)
+    """Handles inbox row `inbox_id` once; returns the status it was marked with.
+
+    The attempt is counted (and committed) before any work, so a delivery that makes its
+    handler raise, or kills the worker, every time ends: after GITOPS_INBOX_MAX_ATTEMPTS
+    attempts it is quarantined with its last error and never tried again.
+    """
+    engine, limit = services.engine, services.settings.inbox_max_attempts
+    attempt = inbox.begin_attempt(engine, inbox_id, limit)
+    if attempt is None:
+        if inbox.quarantine_exhausted(engine, limit, inbox_id):
+            return "quarantined"
+        with engine.connect() as conn:
+            status = conn.execute(
+                select(INBOX.c.status).where(INBOX.c.id == inbox_id)
+            ).scalar_one_or_none()
+        return "gone" if status is None else str(status)
     try:
-        outcome = route(services, row.source, row.event_type, bytes(row.body), key)
+        outcome = route(
+            services,
+            attempt.source,
+            attempt.event_type,
+            attempt.body,
+            attempt.delivery_key,
+            attempt.headers,
+        )
     except (Unusable, MalformedCallback) as exc:
-        inbox.mark(services.engine, inbox_id, "quarantined", str(exc))
+        inbox.mark(engine, inbox_id, "quarantined", str(exc))
+        return "quarantined"
+    except Exception as exc:
+        FAILED_ATTEMPTS.labels(attempt.source).inc()
+        inbox.record_failure(engine, inbox_id, f"{type(exc).__name__}: {exc}")
+        if attempt.number < limit:
+            raise  # the sweep enqueues it again
+        log.exception(
+            "inbox row %s failed its last attempt", inbox_id, extra={"inbox_id": inbox_id}
+        )
+        inbox.quarantine_exhausted(engine, limit, inbox_id)
         return "quarantined"
     if outcome is None:
-        inbox.mark(services.engine, inbox_id, "ignored", "handled elsewhere")
+        inbox.mark(engine, inbox_id, "ignored", "handled elsewhere")
         return "ignored"
     status = "processed" if outcome.moved else "stale"
-    inbox.mark(services.engine, inbox_id, status, outcome.stale)
+    inbox.mark(engine, inbox_id, status, outcome.stale)
     if outcome.drive and outcome.operation_id:
         drive_later(services, outcome.operation_id)
     return status
 
 
 def route(
-    services: Services, source: str, event_type: str, body: bytes, key: str
+    services: Services,
+    source: str,
+    event_type: str,
+    body: bytes,
+    key: str,
+    headers: Mapping[str, str] | None = None,
 ) -> Outcome | None:
     """Sends a delivery to its handler; None for deliveries another job handles."""
     engine = services.engine
     if source == "approval":
         return on_approval(engine, parse_callback(body))
     if source == "deploy":
-        return on_deploy_callback(engine, parse_deploy(body), key)
+        return on_deploy_callback(engine, parse_deploy(body), key, deploy_auth(services, headers))
     event = gitlab_events.parse(event_type, load_object(body))
     if isinstance(event, gitlab_events.PipelineEvent):
         return on_pipeline(engine, event, key)
@@ -89,6 +131,13 @@ def route(
     if isinstance(event, gitlab_events.DeploymentEvent):
         return on_deployment_event(engine, event, key)
     return on_note(services, event)  # notes: MR commands (jobs/commands.py)
+
+
+def deploy_auth(services: Services, headers: Mapping[str, str] | None) -> DeployAuth:
+    """The deploy secret scope a stored callback was authenticated with (global when unsaid)."""
+    settings = services.settings
+    scope = (headers or {}).get(SCOPE_HEADER) or GLOBAL_SCOPE
+    return DeployAuth(scope, settings.deploy_secrets, settings.deploy_secret)
 
 
 def drive_later(services: Services, operation_id: str) -> None:

@@ -1,7 +1,8 @@
 """The sweep: whatever was lost (a killed worker, a flushed Redis) is found again in the database.
 
 One run: operations past their deadline are re-driven (steps are idempotent) or, past the retry
-budget, failed explicitly; deliveries stored but never processed are enqueued again; deliveries
+budget, failed explicitly; deliveries stored but never processed are enqueued again (those whose
+GITOPS_INBOX_MAX_ATTEMPTS attempts are spent are quarantined instead); deliveries
 kept in Redis while the database was down are moved in; the outbox is dispatched if anything is
 due. A constant number of queries, whatever the number of rows.
 """
@@ -145,7 +146,10 @@ def _enqueue(services: Services, func_name: str, *args: object, job_id: str) -> 
 
 
 def _requeue_inbox(services: Services, now: datetime) -> int:
-    ids = inbox.unprocessed(services.engine, older_than=now - INBOX_GRACE)
+    """Enqueues stored deliveries again, except those whose attempts are spent: quarantined."""
+    limit = services.settings.inbox_max_attempts
+    inbox.quarantine_exhausted(services.engine, limit)
+    ids = inbox.unprocessed(services.engine, older_than=now - INBOX_GRACE, max_attempts=limit)
     for inbox_id in ids:
         _enqueue(services, "jobs.inbox.process", inbox_id, job_id=f"inbox:{inbox_id}")
     return len(ids)

@@ -1,4 +1,9 @@
-"""POST /webhooks/deploy: the deployment pipeline's word, by token or signature."""
+"""POST /webhooks/deploy: the deployment pipeline's word, by token or signature.
+
+The secret is the body's project's own when GITOPS_DEPLOY_SECRETS names it (the global
+GITOPS_DEPLOY_SECRET then does not work for that project), else the global one. The scope that
+authenticated the delivery is stored with it (SCOPE_HEADER) for the check at processing time.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,7 @@ from flask import Blueprint, Response, request
 
 from bot.approval import verify_signature
 from bot.approval.errors import SignatureRejected
-from bot.ingress.deploy import parse_deploy
+from bot.ingress.deploy import SCOPE_HEADER, parse_deploy, scope_for_body, secret_of
 from bot.ingress.inbox import Delivery, body_key, kept_headers
 from bot.ingress.jsonload import Unusable
 from webhooks.context import services_of
@@ -46,10 +51,12 @@ def receive() -> Response:
     """Authenticate, store once per body, enqueue, answer."""
     started = time.perf_counter()
     body = read_body()
-    if not _authentic(body, services_of().settings.deploy_secret):
+    settings = services_of().settings
+    scope = scope_for_body(body, settings.deploy_secrets)
+    if not _authentic(body, secret_of(scope, settings.deploy_secrets, settings.deploy_secret)):
         return refuse(SOURCE, "unauthorized", started, 401, "wrong or missing deploy token")
     key = body_key(SOURCE, EVENT, body)
-    headers = kept_headers(request.headers)
+    headers = {**kept_headers(request.headers), SCOPE_HEADER: scope}
     try:
         parse_deploy(body)
     except Unusable as exc:

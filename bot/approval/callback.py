@@ -31,6 +31,7 @@ MAX_ID_LENGTH = 255
 MAX_MR_IID = 2**31 - 1
 
 _PREFIX = "sha256="
+_DIGEST_PREFIX = "sha256:"
 _HEX = frozenset("0123456789abcdefABCDEF")
 _MAX_TIMESTAMP_DIGITS = 15
 
@@ -44,6 +45,8 @@ class ApprovalCallback:
     approval_id: str
     decision: Decision
     mr_iid: int | None = None
+    #: ext.change.digest: the digest of the change identity the approvers saw (hex, lowercase)
+    change_digest: str | None = None
 
     @property
     def flow(self) -> Flow:
@@ -106,6 +109,7 @@ def parse_callback(body: bytes) -> ApprovalCallback:
         approval_id=_text(data, "approval_id", numbers=True),
         decision=decision,
         mr_iid=_mr_iid(ext.get("mrId")),
+        change_digest=_change_digest(ext.get("change")),
     )
 
 
@@ -211,6 +215,23 @@ def _mr_iid(value: object) -> int | None:
     if not 1 <= value <= MAX_MR_IID:
         _reject("ext.mrId is out of range")
     return value
+
+
+def _change_digest(change: object) -> str | None:
+    """ext.change.digest, optional: 64 hex digits (a "sha256:" prefix is allowed), lowercased."""
+    if change is None:
+        return None
+    if not isinstance(change, dict):
+        _reject("ext.change is not an object")
+    digest = change.get("digest")
+    if digest is None:
+        return None
+    if not isinstance(digest, str):
+        _reject("ext.change.digest is not a string")
+    hexdigits = digest[len(_DIGEST_PREFIX) :] if digest.startswith(_DIGEST_PREFIX) else digest
+    if len(hexdigits) != 64 or not _HEX.issuperset(hexdigits):
+        _reject("ext.change.digest is not a SHA-256 hex digest")
+    return hexdigits.lower()
 
 
 def _quote(value: str) -> str:

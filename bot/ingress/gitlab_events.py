@@ -14,6 +14,11 @@ from typing import Any
 
 from bot.ingress.jsonload import Unusable
 
+#: Project ids and MR iids: the database keeps them in 32-bit INTEGER columns.
+MAX_PROJECT_ID = MAX_IID = 2**31 - 1
+#: Note, pipeline, deployment and user ids: GitLab's bigint ids.
+MAX_ID = 2**63 - 1
+
 #: X-Gitlab-Event values we act on, and the object_kind each must carry.
 HANDLED = {
     "Merge Request Hook": "merge_request",
@@ -98,6 +103,36 @@ def _opt(obj: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
     return None if obj.get(key) is None else _get(obj, key, kind, where)
 
 
+def _id(obj: Mapping[str, Any], key: str, where: str, top: int = MAX_ID) -> int:
+    """A required id: an int (not a bool) in 1..top; anything else makes the delivery Unusable.
+
+    The range is checked here, at the door, because a stored id the database cannot hold
+    (SQLite raises OverflowError past 64 bits, PostgreSQL past an INTEGER column's 32) would
+    otherwise fail every time the delivery is processed.
+    """
+    value: int = _get(obj, key, int, where)
+    if not 1 <= value <= top:
+        raise Unusable(f"{where}.{key}: out of range (1..{top}), got {_short(value)}")
+    return value
+
+
+def _opt_id(obj: Mapping[str, Any], key: str, where: str, top: int = MAX_ID) -> int | None:
+    return None if obj.get(key) is None else _id(obj, key, where, top)
+
+
+def _capped(value: str | None, limit: int, what: str) -> Any:
+    """A string the bot stores, no longer than its column (PostgreSQL refuses longer ones)."""
+    if value is not None and len(value) > limit:
+        raise Unusable(f"{what}: longer than {limit} characters")
+    return value
+
+
+def _short(value: int) -> str:
+    """An out-of-range integer as a quarantine reason shows it (never thousands of digits)."""
+    text = str(value)
+    return text if len(text) <= 24 else f"{text[:20]}… ({len(text)} digits)"
+
+
 def _obj(obj: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     value = obj.get(key)
     if not isinstance(value, Mapping):
@@ -120,15 +155,21 @@ def _merge_request(body: Mapping[str, Any]) -> MergeRequestEvent:
     head = last_commit.get("id") if isinstance(last_commit, Mapping) else None
     return MergeRequestEvent(
         # project.id is the hook's project; object_attributes.target_project_id is the MR's
-        project_id=_get(attrs, "target_project_id", int, "object_attributes"),
-        project_path=_get(project, "path_with_namespace", str, "project"),
-        iid=_get(attrs, "iid", int, "object_attributes"),
+        project_id=_id(attrs, "target_project_id", "object_attributes", MAX_PROJECT_ID),
+        project_path=_capped(
+            _get(project, "path_with_namespace", str, "project"), 255, "project.path_with_namespace"
+        ),
+        iid=_id(attrs, "iid", "object_attributes", MAX_IID),
         action=_opt(attrs, "action", str, "object_attributes") or "update",
         state=_get(attrs, "state", str, "object_attributes"),
         source_branch=_get(attrs, "source_branch", str, "object_attributes"),
         target_branch=_get(attrs, "target_branch", str, "object_attributes"),
         head_sha=head if isinstance(head, str) else None,
-        merge_commit_sha=_opt(attrs, "merge_commit_sha", str, "object_attributes"),
+        merge_commit_sha=_capped(
+            _opt(attrs, "merge_commit_sha", str, "object_attributes"),
+            64,
+            "object_attributes.merge_commit_sha",
+        ),
         detailed_merge_status=_opt(attrs, "detailed_merge_status", str, "object_attributes"),
     )
 
@@ -138,13 +179,13 @@ def _pipeline(body: Mapping[str, Any]) -> PipelineEvent:
     project = _obj(body, "project")
     mr = body.get("merge_request")
     return PipelineEvent(
-        project_id=_get(project, "id", int, "project"),
-        pipeline_id=_get(attrs, "id", int, "object_attributes"),
+        project_id=_id(project, "id", "project", MAX_PROJECT_ID),
+        pipeline_id=_id(attrs, "id", "object_attributes"),
         status=_get(attrs, "status", str, "object_attributes"),
         ref=_get(attrs, "ref", str, "object_attributes"),
         sha=_get(attrs, "sha", str, "object_attributes"),
         source=_opt(attrs, "source", str, "object_attributes") or "push",
-        mr_iid=_get(mr, "iid", int, "merge_request") if isinstance(mr, Mapping) else None,
+        mr_iid=_id(mr, "iid", "merge_request", MAX_IID) if isinstance(mr, Mapping) else None,
     )
 
 
@@ -156,21 +197,23 @@ def _note(body: Mapping[str, Any]) -> NoteEvent:
     mr = body.get("merge_request") if noteable_type == "MergeRequest" else None
     if noteable_type == "MergeRequest" and not isinstance(mr, Mapping):
         raise Unusable("merge_request: missing on a comment on a merge request")
-    source = _opt(mr, "source_project_id", int, "merge_request") if mr else None
-    target = _opt(mr, "target_project_id", int, "merge_request") if mr else None
+    source = _opt_id(mr, "source_project_id", "merge_request", MAX_PROJECT_ID) if mr else None
+    target = _opt_id(mr, "target_project_id", "merge_request", MAX_PROJECT_ID) if mr else None
     return NoteEvent(
-        project_id=_get(project, "id", int, "project"),
-        project_path=_get(project, "path_with_namespace", str, "project"),
-        note_id=_get(attrs, "id", int, "object_attributes"),
+        project_id=_id(project, "id", "project", MAX_PROJECT_ID),
+        project_path=_capped(
+            _get(project, "path_with_namespace", str, "project"), 255, "project.path_with_namespace"
+        ),
+        note_id=_id(attrs, "id", "object_attributes"),
         note=_get(attrs, "note", str, "object_attributes"),
         # GitLab 16.11+ re-sends the hook on edits with action "update"; older ones omit it
         action=_opt(attrs, "action", str, "object_attributes") or "create",
         system=bool(_opt(attrs, "system", bool, "object_attributes")),
         noteable_type=noteable_type,
-        author_id=_get(user, "id", int, "user"),
+        author_id=_id(user, "id", "user"),
         author_username=_get(user, "username", str, "user"),
-        mr_iid=_get(mr, "iid", int, "merge_request") if mr else None,
-        mr_author_id=_opt(mr, "author_id", int, "merge_request") if mr else None,
+        mr_iid=_id(mr, "iid", "merge_request", MAX_IID) if mr else None,
+        mr_author_id=_opt_id(mr, "author_id", "merge_request") if mr else None,
         from_fork=source is not None and target is not None and source != target,
     )
 
@@ -183,8 +226,8 @@ def _deployment(body: Mapping[str, Any]) -> DeploymentEvent:
     commit_url = body.get("commit_url")
     found = _SHA_IN_URL.search(commit_url) if isinstance(commit_url, str) else None
     return DeploymentEvent(
-        project_id=_get(project, "id", int, "project"),
-        deployment_id=_get(body, "deployment_id", int, "payload"),
+        project_id=_id(project, "id", "project", MAX_PROJECT_ID),
+        deployment_id=_id(body, "deployment_id", "payload"),
         status=_get(body, "status", str, "payload"),
         environment=_get(body, "environment", str, "payload"),
         # the payload carries only short_sha; the full one is the tail of commit_url

@@ -9,16 +9,20 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import logging
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from sqlalchemy import select, update
+from prometheus_client import Counter
+from sqlalchemy import Text, func, literal, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Engine
 
 from bot.store.models import INBOX, utcnow
+
+log = logging.getLogger(__name__)
 
 #: Redis lists holding deliveries that arrived while the database was down.
 FALLBACK_KEY = "gitops:inbox:fallback"
@@ -179,14 +183,22 @@ def drain_fallback(engine: Engine, redis: Any, limit: int = 1000) -> list[int]:
     return new_ids
 
 
-def unprocessed(engine: Engine, older_than: datetime, limit: int = 1000) -> list[int]:
-    """Received deliveries not processed yet (their job was lost, or Redis was down)."""
+def unprocessed(
+    engine: Engine, older_than: datetime, limit: int = 1000, max_attempts: int | None = None
+) -> list[int]:
+    """Received deliveries not processed yet (their job was lost, or Redis was down).
+
+    With `max_attempts`, a delivery whose attempts are spent is not among them: it is for
+    quarantine_exhausted, never for another try.
+    """
     query = (
         select(INBOX.c.id)
         .where(INBOX.c.status == "received", INBOX.c.received_at < older_than)
         .order_by(INBOX.c.id)
         .limit(limit)
     )
+    if max_attempts is not None:
+        query = query.where(INBOX.c.attempts < max_attempts)
     with engine.connect() as conn:
         return list(conn.execute(query).scalars())
 
@@ -200,3 +212,115 @@ def mark(engine: Engine, inbox_id: int, status: str, reason: str | None = None) 
     )
     with engine.begin() as conn:
         return conn.execute(stmt).rowcount == 1
+
+
+# -- poison deliveries: every processing attempt is counted before it runs ---------------------
+
+#: The reason of a delivery quarantined after its last attempt recorded no error (the worker
+#: died, or was killed, while processing it).
+DIED = "no error recorded: the worker stopped while processing it"
+#: Longest error text kept with a delivery.
+MAX_REASON = 2000
+
+
+POISON = Counter(
+    "gitops_inbox_poison_total",
+    "Stored deliveries quarantined after failing processing GITOPS_INBOX_MAX_ATTEMPTS times "
+    "(raising, or stopping the worker), by source; the sweep no longer re-enqueues them.",
+    ["source"],
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """A delivery taken for processing, and which attempt this is (1-based)."""
+
+    source: str
+    event_type: str
+    delivery_key: str
+    body: bytes
+    headers: dict[str, str]
+    number: int
+
+
+def begin_attempt(engine: Engine, inbox_id: int, max_attempts: int) -> Attempt | None:
+    """Counts one processing attempt, committed before any work (so a crash still counts).
+
+    None when the delivery is not "received" any more, or its attempts are spent (the caller
+    then quarantines it).
+    """
+    stmt = (
+        update(INBOX)
+        .where(
+            INBOX.c.id == inbox_id,
+            INBOX.c.status == "received",
+            INBOX.c.attempts < max_attempts,
+        )
+        .values(attempts=INBOX.c.attempts + 1)
+        .returning(
+            INBOX.c.source,
+            INBOX.c.event_type,
+            INBOX.c.delivery_key,
+            INBOX.c.body,
+            INBOX.c.headers,
+            INBOX.c.attempts,
+        )
+    )
+    with engine.begin() as conn:
+        row = conn.execute(stmt).one_or_none()
+    if row is None:
+        return None
+    headers = row.headers if isinstance(row.headers, dict) else {}
+    return Attempt(
+        str(row.source),
+        str(row.event_type),
+        str(row.delivery_key),
+        bytes(row.body),
+        {str(k): str(v) for k, v in headers.items()},
+        int(row.attempts),
+    )
+
+
+def record_failure(engine: Engine, inbox_id: int, error: str) -> None:
+    """Keeps the error of a failed attempt with the delivery (it stays "received")."""
+    stmt = (
+        update(INBOX)
+        .where(INBOX.c.id == inbox_id, INBOX.c.status == "received")
+        .values(reason=error[:MAX_REASON])
+    )
+    with engine.begin() as conn:
+        conn.execute(stmt)
+
+
+def quarantine_exhausted(
+    engine: Engine, max_attempts: int, inbox_id: int | None = None
+) -> list[tuple[int, str]]:
+    """Quarantines received deliveries whose attempts are spent, with their last error.
+
+    One delivery (`inbox_id`) or all of them (the sweep), in one statement; each is counted
+    (gitops_inbox_poison_total) by the call that quarantined it. Their (id, source).
+    """
+    where = [INBOX.c.status == "received", INBOX.c.attempts >= max_attempts]
+    if inbox_id is not None:
+        where.append(INBOX.c.id == inbox_id)
+    prefix = f"failed {max_attempts} processing attempts; last error: "
+    stmt = (
+        update(INBOX)
+        .where(*where)
+        .values(
+            status="quarantined",
+            reason=literal(prefix, Text()) + func.coalesce(INBOX.c.reason, DIED),
+            processed_at=utcnow(),
+        )
+        .returning(INBOX.c.id, INBOX.c.source)
+    )
+    with engine.begin() as conn:
+        done = [(int(row.id), str(row.source)) for row in conn.execute(stmt)]
+    for quarantined_id, source in done:
+        POISON.labels(source).inc()
+        log.warning(
+            "delivery quarantined after %d failed processing attempts",
+            max_attempts,
+            extra={"inbox_id": quarantined_id, "source": source},
+        )
+    return done

@@ -1,7 +1,15 @@
-"""The approval callback guard (DESIGN §6): only the owner, while it waits for approval, moves."""
+"""The approval callback guard (DESIGN §6): only the owner, while it waits for approval, moves.
+
+And only by its own approval: a callback whose approval id, ext.mrId or ext.change.digest is
+not the operation's is a mismatch (audited, counted in gitops_callback_mismatch_total).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
 from bot.approval.callback import ApprovalCallback
@@ -10,6 +18,8 @@ from bot.core.events import Event, Source
 from bot.core.states import AWAITING_APPROVAL
 from bot.errors import Conflict, IllegalTransition, NotOwner, UnknownOperation
 from bot.store.fire import fire, load_current
+from bot.store.models import OPERATIONS
+from bot.workflow.mismatch import record_mismatch
 from bot.workflow.outcome import Outcome
 from bot.workflow.stale import record_stale
 
@@ -78,6 +88,17 @@ def on_approval(engine: Engine, callback: ApprovalCallback, attempts: int = 3) -
                 state=state,
                 correlation_id=callback.request_id,
             )
+        mismatch = _mismatch(engine, callback, current.guard_values)
+        if mismatch is not None:
+            return record_mismatch(
+                engine,
+                op_id,
+                event,
+                mismatch,
+                source="approval",
+                state=state,
+                correlation_id=callback.request_id,
+            )
         changes = (
             {} if current.guard_values.get("approval_id") else {"approval_id": callback.approval_id}
         )
@@ -113,3 +134,31 @@ def on_approval(engine: Engine, callback: ApprovalCallback, attempts: int = 3) -
         source=Source.WEBHOOK,
         correlation_id=callback.request_id,
     )
+
+
+def _mismatch(engine: Engine, callback: ApprovalCallback, values: Mapping[str, Any]) -> str | None:
+    """Why the callback is not about this operation's approval (None: it is).
+
+    The stored approval id (once the submission is recorded), the MR (ext.mrId) and the
+    change identity's digest (ext.change.digest) must each be the operation's, where both
+    sides have one.
+    """
+    stored = values.get("approval_id")
+    if stored and stored != callback.approval_id:
+        return f"approval id mismatch: the callback is for {callback.approval_id}, not {stored}"
+    mr_iid = values.get("mr_iid")
+    if callback.mr_iid is not None and mr_iid is not None and callback.mr_iid != mr_iid:
+        return f"MR mismatch: the callback's ext.mrId is !{callback.mr_iid}, not !{mr_iid}"
+    if callback.change_digest is None:
+        return None
+    with engine.connect() as conn:
+        identity = conn.execute(
+            select(OPERATIONS.c.change_identity).where(OPERATIONS.c.id == callback.operation_id)
+        ).scalar_one_or_none()
+    digest = identity.get("digest") if isinstance(identity, dict) else None
+    if isinstance(digest, str) and digest.lower() != callback.change_digest:
+        return (
+            f"change digest mismatch: the callback approves {callback.change_digest[:12]}…, "
+            f"the change is {digest[:12]}…"
+        )
+    return None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from sqlalchemy import or_, select
 from sqlalchemy.engine import Connection
 
@@ -37,3 +39,33 @@ def owner_of_merge_commit(conn: Connection, project_id: int, sha: str) -> str | 
     )
     found: str | None = conn.execute(query).scalar_one_or_none()
     return found
+
+
+@dataclass(frozen=True, slots=True)
+class OperationRef:
+    """What a callback naming an operation must agree with: its project, MR and merge commit."""
+
+    id: str
+    project: str
+    project_id: int | None
+    mr_iid: int | None
+    merge_commit_sha: str | None
+
+    def names_project(self, project: str) -> bool:
+        """True when `project` is this operation's path (any case) or its numeric id."""
+        return project.casefold() == self.project.casefold() or (
+            self.project_id is not None and project == str(self.project_id)
+        )
+
+
+def operation_ref(conn: Connection, operation_id: str) -> OperationRef | None:
+    """The operation's project, MR and merge commit (None when there is no such operation)."""
+    query = select(
+        OPERATIONS.c.id,
+        OPERATIONS.c.project,
+        OPERATIONS.c.project_id,
+        OPERATIONS.c.mr_iid,
+        OPERATIONS.c.merge_commit_sha,
+    ).where(OPERATIONS.c.id == operation_id)
+    row = conn.execute(query).one_or_none()
+    return None if row is None else OperationRef(*row)

@@ -7,14 +7,19 @@ from sqlalchemy.engine import Engine
 
 from bot.core.events import Event, Source
 from bot.errors import IllegalTransition, NotOwner, UnknownOperation
-from bot.ingress.deploy import DeployCallback
+from bot.ingress.deploy import DeployAuth, DeployCallback
 from bot.ingress.gitlab_events import DeploymentEvent, PipelineEvent
 from bot.store.fire import fire
 from bot.store.models import DEPLOY_SIGNALS, utcnow
-from bot.workflow.lookup import owner_of_merge_commit, owner_of_mr
+from bot.workflow.lookup import OperationRef, operation_ref, owner_of_merge_commit, owner_of_mr
+from bot.workflow.mismatch import record_mismatch
 from bot.workflow.outcome import Outcome
 from bot.workflow.stale import record_stale
 from bot.workflow.validate import mark_validated
+
+#: The status a deploy signal is kept with when its callback did not match its change:
+#: reconciliation uses only "success" signals, so such a row never validates anything.
+MISMATCH = "mismatch"
 
 
 def record_signal(
@@ -42,21 +47,40 @@ def record_signal(
         )
 
 
-def on_deploy_callback(engine: Engine, cb: DeployCallback, correlation_id: str) -> Outcome:
-    """The deployment pipeline's word on a merged change: validated, or failed to deploy."""
+def on_deploy_callback(
+    engine: Engine, cb: DeployCallback, correlation_id: str, auth: DeployAuth | None = None
+) -> Outcome:
+    """The deployment pipeline's word on a merged change: validated, or failed to deploy.
+
+    A callback naming an operation must match that operation's project and MR (or merge
+    commit), and one for a project with its own deploy secret must have been authenticated
+    with it (`auth`). Otherwise it is a mismatch: audited, counted, kept as a signal that
+    reconciliation never uses, and nothing moves.
+    """
+    op_id = cb.operation_id
+    with engine.connect() as conn:
+        if op_id is None:
+            op_id = owner_of_mr(conn, cb.project_id, cb.mr_iid)
+        ref = operation_ref(conn, op_id) if op_id is not None else None
+    refusal: str | None = None
+    if ref is not None:
+        if cb.operation_id is not None:
+            refusal = callback_mismatch(cb, ref)
+        refusal = refusal or (auth or DeployAuth()).refusal(ref.project, ref.project_id)
     record_signal(
         engine,
         source="callback",
         project_id=cb.project_id,
-        status=cb.status,
+        status=MISMATCH if refusal else cb.status,
         mr_iid=cb.mr_iid,
         operation_id=cb.operation_id,
         sha=cb.sha,
     )
-    op_id = cb.operation_id
-    if op_id is None:
-        with engine.connect() as conn:
-            op_id = owner_of_mr(conn, cb.project_id, cb.mr_iid)
+    event = Event.DEPLOYED if cb.status == "success" else Event.DEPLOY_FAILED
+    if ref is not None and refusal:
+        return record_mismatch(
+            engine, ref.id, event, refusal, source="deploy", correlation_id=correlation_id
+        )
     if op_id is None:
         return record_stale(
             engine,
@@ -89,6 +113,24 @@ def on_deploy_callback(engine: Engine, cb: DeployCallback, correlation_id: str) 
             correlation_id=correlation_id,
         )
     return Outcome(op_id, moved=moved)
+
+
+def callback_mismatch(cb: DeployCallback, ref: OperationRef) -> str | None:
+    """Why a callback naming this operation does not match it (None: it does)."""
+    if not ref.names_project(cb.project_id):
+        named = ref.project + (f" (id {ref.project_id})" if ref.project_id is not None else "")
+        return f"the callback names project {cb.project_id}, operation {ref.id} is in {named}"
+    if ref.mr_iid is not None and cb.mr_iid == ref.mr_iid:
+        return None
+    merge_sha = (ref.merge_commit_sha or "").lower()
+    if cb.sha is not None and merge_sha and cb.sha == merge_sha:
+        return None
+    return (
+        f"the callback names MR !{cb.mr_iid}"
+        + (f" and commit {cb.sha[:12]}" if cb.sha else "")
+        + f", operation {ref.id} is MR !{ref.mr_iid}"
+        + (f" merged as {merge_sha[:12]}" if merge_sha else "")
+    )
 
 
 def on_deployment_event(engine: Engine, ev: DeploymentEvent, correlation_id: str) -> Outcome:

@@ -1,0 +1,60 @@
+"""Callbacks that name one change but do not match it: recorded, counted, and nothing moves."""
+
+from __future__ import annotations
+
+import logging
+
+from prometheus_client import Counter
+from sqlalchemy import insert
+from sqlalchemy.engine import Engine
+
+from bot.core.events import Event, Source
+from bot.store.models import AUDIT, utcnow
+from bot.workflow.outcome import Outcome
+
+log = logging.getLogger(__name__)
+
+CALLBACK_MISMATCH = Counter(
+    "gitops_callback_mismatch_total",
+    "Callbacks refused because they do not match the change they name "
+    "(project, MR, merge SHA, approval id, change digest or deploy secret), by source.",
+    ["source"],
+)
+
+
+def record_mismatch(
+    engine: Engine,
+    operation_id: str,
+    event: Event,
+    reason: str,
+    *,
+    source: str,
+    state: str | None = None,
+    correlation_id: str | None = None,
+) -> Outcome:
+    """An audit row "mismatch: <reason>" (version 0: nothing changed), counted by `source`."""
+    CALLBACK_MISMATCH.labels(source).inc()
+    detail = f"mismatch: {reason}"
+    log.warning(
+        "%s callback refused: %s",
+        source,
+        detail,
+        extra={"operation_id": operation_id, "correlation_id": correlation_id},
+    )
+    with engine.begin() as conn:
+        conn.execute(
+            insert(AUDIT).values(
+                operation_id=operation_id[:36],
+                from_state=state,
+                to_state=state or "-",
+                event=event.value,
+                step=0,
+                version=0,
+                source=Source.WEBHOOK.value,
+                actor=None,
+                correlation_id=correlation_id,
+                detail=detail[:2000],
+                created_at=utcnow(),
+            )
+        )
+    return Outcome(operation_id, stale=detail)

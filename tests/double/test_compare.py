@@ -151,3 +151,31 @@ def test_compare_through_the_real_server() -> None:
             timeout=5,
         )
     assert [e["new_path"] for e in answer.json()["diffs"]] == ["a.txt"]
+
+
+def mr_diff_paths(iid: int) -> list[tuple[str, str, bool, bool, bool]]:
+    """The MR's `/diffs` entries as (old, new, new_file, renamed, deleted)."""
+    answer = requests.get(
+        f"{API}/projects/platform%2Fconfig/merge_requests/{iid}/diffs",
+        headers={"PRIVATE-TOKEN": "bot-token"},
+        timeout=5,
+    )
+    return paths({"diffs": answer.json()})
+
+
+def test_mr_diffs_stay_the_mrs_own_change_when_the_target_moves(double: GitLabDouble) -> None:
+    """An MR's /diffs lists its own change only, even after main moved on, and after the merge."""
+    double.project(PROJECT).merge_method = "ff"
+    double.new_pipeline_status = "success"
+    iid = double.open_mr(PROJECT, "change", author="bot", files={"README.md": None}).iid
+    double.advance_branch(PROJECT, files={"later.txt": "later\n"})
+    moved = mr_diff_paths(iid)
+    double.force_push(PROJECT, "change", {"README.md": None})  # onto main: fast-forwardable
+    requests.put(
+        f"{API}/projects/platform%2Fconfig/merge_requests/{iid}/merge",
+        headers={"PRIVATE-TOKEN": "bot-token"},
+        timeout=5,
+    ).raise_for_status()
+
+    assert moved == [("README.md", "README.md", False, False, True)]
+    assert mr_diff_paths(iid) == [("README.md", "README.md", False, False, True)]

@@ -164,6 +164,8 @@ class MergeRequest:
     remove_source_branch: bool = False
     approvals: list[int] = field(default_factory=list)
     merge_commit_sha: str | None = None
+    #: where the MR's diff starts once merged: the merge base of its head and the target then
+    diff_base_sha: str | None = None
     merged_by_id: int | None = None
     merged_at: datetime | None = None
     closed_by_id: int | None = None

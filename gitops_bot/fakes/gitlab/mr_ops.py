@@ -206,6 +206,7 @@ def merge(
     if sha is not None and sha != mr.sha:
         raise ApiError(409, "SHA does not match HEAD of source branch")
     target = project.branches[mr.target_branch]
+    mr.diff_base_sha = repo.merge_base(state.commits, target, mr.sha)
     if project.merge_method == "ff":
         # A fast-forward creates no merge commit: GitLab leaves merge_commit_sha null.
         new_head = mr.sha

@@ -160,30 +160,20 @@ def mr_pipelines(ctx: Ctx) -> Reply:
 
 @router.route("GET", MR + "/diffs")
 def mr_diffs(ctx: Ctx) -> Reply:
-    """The MR's changed files (GitLab 15.7+), from the double's commits: every path whose content
-    differs between the target before the merge (the target head, while open) and the MR's head.
-    """
+    """The MR's changed files (GitLab 15.7+), from the double's commits: what its head changes
+    since its merge base with the target (as when it merged, once merged), as GitLab's diff
+    entries (exact renames as one entry, unified diff text)."""
     project = ctx.project()
     mr = ctx.mr(project)
     commits = ctx.state.commits
-    if mr.merge_commit_sha is not None:
-        base = commits[commits[mr.merge_commit_sha].parents[0]].tree
-    else:
-        base = commits[project.branches[mr.target_branch]].tree
-    head = commits[mr.sha].tree
-    rows = [
-        {
-            "old_path": path,
-            "new_path": path,
-            "new_file": path not in base,
-            "deleted_file": path not in head,
-            "renamed_file": False,
-            "diff": "",
-        }
-        for path in sorted(set(base) | set(head))
-        if base.get(path) != head.get(path)
-    ]
-    return ctx.paginate(rows)
+    base_sha = mr.diff_base_sha
+    if base_sha is None and mr.merge_commit_sha is not None:
+        base_sha = commits[mr.merge_commit_sha].parents[0]
+    elif base_sha is None:
+        target = project.branches.get(mr.target_branch)
+        base_sha = repo.merge_base(commits, target, mr.sha) if target else None
+    base = commits[base_sha].tree if base_sha else {}
+    return ctx.paginate(repo.diff_entries(base, commits[mr.sha].tree))
 
 
 @router.route("GET", P + "/pipelines")

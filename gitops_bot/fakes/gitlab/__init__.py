@@ -7,6 +7,10 @@ with double.mocked():                 # python-gitlab / requests through `respon
     gitlab.Gitlab("https://gitlab.example.com", private_token="t").auth()
 with double.serve() as base_url:      # or a real threaded server on 127.0.0.1
     ...
+
+People's moves on demand: `push`, `force_push` (history rewritten), `retarget`, `approve_as`,
+`add_note`, ...; `protect_branch` and the protected branches API (`edition = "ce"` for a GitLab
+without per-user entries), enforced on commits, branches, merges, rebases and pushes.
 """
 
 from __future__ import annotations

@@ -1,10 +1,12 @@
 """Reconciliation: merged changes whose deployment word was lost are found and validated.
 
 MERGED operations whose merge lies in the window (now - max_age, now - min_age) are matched
-against the deployment signals kept in the database: exactly (a signal naming the operation, or
-its project and MR iid, or a deployed SHA equal to its merge commit), else by the per-project
-watermark of MR iids where the deployment pipeline runs in merge order. Two queries per run,
-whatever the number of rows.
+against the deployment signals kept in the database: exactly (a signal naming the operation that
+also names its project and its MR or merge commit, or its project and MR iid, or its project and
+a deployed SHA equal to its merge commit), else by the per-project watermark of MR iids where
+the deployment pipeline runs in merge order. Project paths compare case-insensitively. Only
+"success" signals count (a callback that did not match its change is kept as "mismatch"). Two
+queries per run, whatever the number of rows.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
@@ -44,8 +47,18 @@ class _Merged:
     merged_at: datetime | None
 
     def names(self) -> set[str]:
-        """The project names a signal may use for this operation."""
-        return {self.project} | ({str(self.project_id)} if self.project_id is not None else set())
+        """The project names a signal may use for this operation (paths casefolded)."""
+        return {self.project.casefold()} | (
+            {str(self.project_id)} if self.project_id is not None else set()
+        )
+
+    def agrees(self, signal: Any) -> bool:
+        """True when a signal naming this operation also names its project and its MR or
+        merge commit: one naming another change's project or MR validates nothing."""
+        if str(signal.project_id).casefold() not in self.names():
+            return False
+        same_mr = signal.mr_iid is not None and signal.mr_iid == self.mr_iid
+        return same_mr or (signal.sha is not None and signal.sha == self.merge_commit_sha)
 
 
 def reconcile(now: datetime | None = None, dry_run: bool = False) -> ReconcileReport:
@@ -93,19 +106,24 @@ def run_reconcile(
         merged = [_Merged(*row) for row in conn.execute(merged_query)]
         signals = list(conn.execute(signal_query)) if merged else []
     report = ReconcileReport()
-    by_op = {s.operation_id for s in signals if s.operation_id}
-    by_mr = {(s.project_id, s.mr_iid) for s in signals if s.mr_iid is not None}
-    by_sha = {s.sha for s in signals if s.sha}
+    by_op: dict[str, list[Any]] = defaultdict(list)
+    for s in signals:
+        if s.operation_id:
+            by_op[s.operation_id].append(s)
+    by_mr = {(s.project_id.casefold(), s.mr_iid) for s in signals if s.mr_iid is not None}
+    by_sha = {(s.project_id.casefold(), s.sha) for s in signals if s.sha}
     highest: dict[str, tuple[int, datetime]] = defaultdict(lambda: (0, now))
     for s in signals:
-        if s.mr_iid is not None and s.mr_iid > highest[s.project_id][0]:
-            highest[s.project_id] = (s.mr_iid, s.received_at)
-    in_order = set(get_flag(engine, "reconcile.watermark_projects")) if merged else set()
+        key = s.project_id.casefold()
+        if s.mr_iid is not None and s.mr_iid > highest[key][0]:
+            highest[key] = (s.mr_iid, s.received_at)
+    flag = get_flag(engine, "reconcile.watermark_projects") if merged else []
+    in_order = {str(name).casefold() for name in flag}
     for op in merged:
         if (
-            op.id in by_op
+            any(op.agrees(s) for s in by_op.get(op.id, ()))
             or any((key, op.mr_iid) in by_mr for key in op.names())
-            or (op.merge_commit_sha is not None and op.merge_commit_sha in by_sha)
+            or any((key, op.merge_commit_sha) in by_sha for key in op.names())
         ):
             report.exact.append(op.id)
         elif (

@@ -89,7 +89,12 @@ def test_apply_carries_a_persons_mr_to_validated(bot: Bot) -> None:
     bot.pass_pipeline(op["id"])
     bot.settle()
     assert bot.state(op["id"]) is S.APPROVAL_SENT
-    assert bot.approvals.submitted[0]["ext"] == {"mrId": iid, "project": PROJECT}
+    ext = bot.approvals.submitted[0]["ext"]
+    assert (ext["mrId"], ext["project"], set(ext)) == (iid, PROJECT, {"mrId", "project", "change"})
+    change = ext["change"]  # what the approval approves: the MR's content at its head
+    assert (change["project"], change["target_branch"]) == (PROJECT, "main")
+    assert change["files"] == [{"path": "config/prod.yaml", "action": "update"}]
+    assert change["head_sha"] == bot.gitlab.mr(PROJECT, iid).sha
     assert bot.approve(op["id"]) == 202
     bot.settle()
     assert bot.state(op["id"]) is S.MERGED

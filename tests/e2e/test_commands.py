@@ -56,10 +56,15 @@ def test_gitops_apply_on_a_persons_mr_reaches_validated(world: World) -> None:
     world.wait_ui(op_id)
     status = world.status(op_id)
     assert (status["phase"], status["flow"]) == ("VALIDATED", "mr_first")
-    assert world.approvals.approval_of(op_id).submission["ext"] == {  # type: ignore[union-attr]
-        "mrId": mr.iid,
-        "project": PROJECT,
-    }
+    approval = world.approvals.approval_of(op_id)
+    assert approval is not None
+    ext = approval.submission["ext"]
+    assert (ext["mrId"], ext["project"], set(ext)) == (
+        mr.iid,
+        PROJECT,
+        {"mrId", "project", "change"},
+    )
+    assert ext["change"]["files"] == [{"path": "config/api.yaml", "action": "create"}]
     assert world.gitlab.mr(PROJECT, mr.iid).state == "merged"
     assert world.gitlab.file(PROJECT, "config/api.yaml") == "replicas: 4\n"
     reactions = world.gitlab.mr(PROJECT, mr.iid).notes[note.id].awards

@@ -128,17 +128,10 @@ def run_check(
         report.projects.append(project)
         try:
             hooks = list_hooks(account.project(project))
-            if author is None:
-                author = author_identity(account)[0]
-            verdict = judge(read_protection(account.project(project)), author)
         except GitLabError as exc:
             report.errors[project] = str(exc)
-            log.warning("hooks check: cannot read: %s", exc, extra={"project": project})
+            log.warning("hooks check: cannot list hooks: %s", exc, extra={"project": project})
             continue
-        if not verdict.ok:
-            report.unprotected[project] = verdict.text
-        elif verdict.mode == MAINTAINERS:
-            report.fallback.append(project)
         if not any(hook.url.rstrip("/") == wanted for hook in hooks):
             report.missing.append(project)
         for hook in disabled_hooks(hooks, now):
@@ -152,6 +145,18 @@ def run_check(
                     ours=hook.url.rstrip("/") == wanted,
                 )
             )
+        try:
+            if author is None:
+                author = author_identity(account)[0]
+            verdict = judge(read_protection(account.project(project)), author)
+        except GitLabError as exc:
+            report.errors[project] = str(exc)
+            log.warning("hooks check: cannot read protection: %s", exc, extra={"project": project})
+            continue
+        if not verdict.ok:
+            report.unprotected[project] = verdict.text
+        elif verdict.mode == MAINTAINERS:
+            report.fallback.append(project)
     return report
 
 

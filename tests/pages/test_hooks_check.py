@@ -170,6 +170,29 @@ def test_missing_protection_is_reported_and_ce_fallback_is_not(
     assert 'id="hooks-banner"' not in built.text("/")
 
 
+def test_an_unreadable_protection_is_an_error_not_a_clean_bill(
+    pages: Pages, double: GitLabDouble, db: Engine
+) -> None:
+    """GitLab failing the protection read: the project is unchecked (no gauge), its disabled hook
+    is still reported."""
+    make_operation(db, S.MERGING)
+    built = Pages.build(db, gitlab_url=GITLAB, gitlab_token=AUTHOR_TOKEN)
+    runtime.use(built.app.extensions["gitops"])
+    double.disable_hook(PROJECT, next(iter(double.project(PROJECT).hooks)))
+    double.fail_next(2, 503, methods="GET", path_contains="/protected_branches/")
+
+    with double.mocked(GITLAB):
+        report = hooks.check()
+
+    assert report is not None
+    assert [h.project for h in report.disabled] == [PROJECT]
+    assert list(report.errors) == [PROJECT]
+    assert "503" in report.errors[PROJECT]
+    assert report.unprotected == {}
+    assert unprotected_gauge(PROJECT) is None
+    assert "could not read the webhooks or the branch protection of" in built.text("/")
+
+
 def test_dashboard_says_when_gitops_projects_is_unset(db: Engine) -> None:
     """Without GITOPS_PROJECTS a banner says every project reaching the bot is managed."""
     unscoped = Pages.build(db).text("/")

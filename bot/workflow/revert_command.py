@@ -1,7 +1,8 @@
 """`/gitops revert`, the database side: which operation a revert undoes, and starting it once.
 
 The caller (jobs/commands.py) reads GitLab in between: `revert_candidate` names the operation,
-the caller builds the files that undo it, and `revert` starts the new request in the note's one
+the caller builds the files that undo it (jobs/revert_files.py) and checks their paths against
+the path policy (jobs/command_paths.py), and `revert` starts the new request in the note's one
 transaction (bot/workflow/command_once.py), provided the original still owns its binding.
 """
 

@@ -14,6 +14,7 @@ from typing import Any, NoReturn
 
 from flask import request
 
+from bot.core.path_policy import refused_paths
 from bot.core.paths import UnsafePath, normalise_path
 from webhooks.ingest import read_body
 
@@ -227,11 +228,15 @@ def _validate_files(files: Any, allowed_paths: tuple[str, ...]) -> list[dict[str
         if not isinstance(raw_path, str):
             invalid(f"{where}.path", f"must be a string, not {_type(raw_path)}")
         try:
-            path = normalise_path(raw_path, allowed_paths)
+            path = normalise_path(raw_path)
         except UnsafePath as exc:
             raise ApiError(
                 422, "invalid_path", exc.reason, path=raw_path, field=f"{where}.path"
             ) from None
+        refused = refused_paths([path], allowed=allowed_paths)
+        if refused:  # a protected path (CI configuration, CODEOWNERS, ...), or not allowed
+            code = "protected_path" if refused[0].kind == "protected" else "invalid_path"
+            raise ApiError(422, code, refused[0].reason, path=raw_path, field=f"{where}.path")
         if path in seen:
             raise ApiError(
                 422, "invalid_path", "is listed more than once", path=raw_path, field=where

@@ -38,7 +38,10 @@ _SCHEMAS: dict[str, Any] = {
             "error": {"type": "string", "description": "A short, stable code."},
             "detail": {"type": "string", "description": "What went wrong, for people."},
             "field": {"type": "string", "description": "The offending field (422 invalid)."},
-            "path": {"type": "string", "description": "The offending file path (invalid_path)."},
+            "path": {
+                "type": "string",
+                "description": "The offending file path (invalid_path, protected_path).",
+            },
             "operation_id": {
                 "type": "string",
                 "description": "The operation concerned (in_progress: the one holding the "
@@ -279,8 +282,10 @@ def _paths() -> dict[str, Any]:
                         "(GITOPS_MAX_BODY_BYTES), which also bounds the files' contents together."
                     ),
                     "422": _error(
-                        "`invalid` (with `field`), `invalid_path` (with `path`) or "
-                        "`idempotency_key_reused`."
+                        "`invalid` (with `field`), `invalid_path` (with `path`), "
+                        "`protected_path` (with `path`: `.gitlab-ci.yml`, `.gitlab/`, the "
+                        "CODEOWNERS files, `.gitattributes`, the policy file; allowed only when "
+                        "GITOPS_ALLOWED_PATHS names them) or `idempotency_key_reused`."
                     ),
                     "503": _error(
                         "`overloaded`: recorded as failed (CREATE_FAILED, step "

@@ -14,7 +14,6 @@ broad entry such as `config/` or an empty list never allows a protected path.
 
 from __future__ import annotations
 
-import fnmatch
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -38,6 +37,8 @@ class PathRefusal:
 
     path: str
     reason: str
+    #: "unsafe" (not a safe relative path), "protected", or "outside" the allowed paths
+    kind: str = "protected"
 
     def __str__(self) -> str:
         return f"{self.path}: {self.reason}"
@@ -87,9 +88,7 @@ def included_by(path: str, ci_includes: Iterable[str]) -> str | None:
     """The CI `include:local` pattern that names `path`, or None."""
     plain = "/".join(_segments(path))
     for pattern in ci_includes:
-        if _glob_regex(pattern).fullmatch(plain) or fnmatch.fnmatchcase(
-            plain.casefold(), pattern.strip().lstrip("/").casefold()
-        ):
+        if _glob_regex(pattern).fullmatch(plain):
             return pattern
     return None
 
@@ -124,24 +123,27 @@ def refused_paths(
     refusals: list[PathRefusal] = []
     for path in paths:
         try:
-            normal = normalise_path(path, allowed)
+            normal = normalise_path(path)
         except UnsafePath as exc:
-            refusals.append(PathRefusal(path, exc.reason))
+            refusals.append(PathRefusal(path, exc.reason, "unsafe"))
             continue
         zone = protected_by(normal)
         include = included_by(normal, includes) if zone is None else None
-        if zone is None and include is None:
+        if (zone is not None or include is not None) and not any(
+            _explicitly_allows(entry, normal, zone) for entry in allowed
+        ):
+            what = (
+                f"is a protected path ({zone})"
+                if zone is not None
+                else f"is included by the CI configuration ({include})"
+            )
+            hint = "; list it in GITOPS_ALLOWED_PATHS to allow changes to it"
+            refusals.append(PathRefusal(normal, what + hint, "protected"))
             continue
-        if any(_explicitly_allows(entry, normal, zone) for entry in allowed):
-            continue
-        what = (
-            f"is a protected path ({zone})"
-            if zone is not None
-            else f"is included by the CI configuration ({include})"
-        )
-        refusals.append(
-            PathRefusal(normal, what + "; list it in GITOPS_ALLOWED_PATHS to allow changes to it")
-        )
+        try:
+            normalise_path(normal, allowed)
+        except UnsafePath as exc:
+            refusals.append(PathRefusal(normal, exc.reason, "outside"))
     return refusals
 
 

@@ -66,8 +66,12 @@ def on_pipeline(engine: Engine, ev: PipelineEvent, correlation_id: str) -> Outco
 
 
 def on_merge_request(engine: Engine, ev: MergeRequestEvent, correlation_id: str) -> Outcome:
-    """Merged (by us or by a person) or closed: the owner of the MR follows."""
+    """Merged (by us or by a person) or closed: the owner of the MR follows. A new head under
+    an operation that is approving or merging runs its step now, so the integrity check stops
+    it (and takes the approvals back) without waiting for the next poll."""
     event = {"merge": Event.MERGED, "close": Event.MR_CLOSED}.get(ev.action)
+    if event is None and ev.action == "update" and ev.head_sha:
+        return _head_moved(engine, ev)
     if event is None:
         return Outcome(None, stale=f"MR action {ev.action} changes nothing")
     with engine.connect() as conn:
@@ -76,6 +80,24 @@ def on_merge_request(engine: Engine, ev: MergeRequestEvent, correlation_id: str)
         return Outcome(None, stale="no operation owns this MR")
     changes = {"merge_commit_sha": ev.merge_commit_sha} if event is Event.MERGED else {}
     return _fire(engine, op_id, event, correlation_id, changes=changes)
+
+
+def _head_moved(engine: Engine, ev: MergeRequestEvent) -> Outcome:
+    """Nudges the MR's owner in MERGING when the head is not the one it verified."""
+    with engine.connect() as conn:
+        op_id = owner_of_mr(conn, ev.project_id, ev.iid)
+        if op_id is None:
+            return Outcome(None, stale="no operation owns this MR")
+        verified = conn.execute(
+            select(OPERATIONS.c.verified_sha).where(OPERATIONS.c.id == op_id)
+        ).scalar_one_or_none()
+        try:
+            current = load_current(conn, op_id)
+        except (UnknownOperation, NotOwner) as exc:
+            return Outcome(op_id, stale=type(exc).__name__)
+    if current.state is not BindingState.MERGING or ev.head_sha == verified:
+        return Outcome(op_id, stale="MR updated; nothing to re-check")
+    return Outcome(op_id, stale="the MR's head moved: checking it now", nudge=True)
 
 
 def _fire(

@@ -14,8 +14,10 @@ class Outcome:
     operation_id: str | None
     moved: FireResult | None = None
     stale: str | None = None
+    #: run the operation's step now although nothing moved (its MR changed under it)
+    nudge: bool = False
 
     @property
     def drive(self) -> bool:
-        """True when the operation moved and its next step should run."""
-        return self.moved is not None
+        """True when the operation moved (or was nudged) and its next step should run."""
+        return self.moved is not None or self.nudge

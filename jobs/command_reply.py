@@ -8,8 +8,9 @@ make the author account spend the note rate limit its status comments need.
 
 Replies are inert: every value is escaped as user text (templates/help.md.j2 through
 bot/render/status.py's environment), a reason's code spans (paths) are rebuilt here so that
-nothing inside them can end the span, break the line or carry a control character, and no line
-of a reply starts with a command or a quick action.
+nothing inside them can end the span, break the line or carry a control character, no line of a
+reply starts with a command or a quick action, and `ensure_inert` (bot/core/inert.py) checks the
+whole body before it is posted (a body that fails is never posted).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from prometheus_client import Counter
 from sqlalchemy.engine import Engine
 
 from bot.core.commands import DESCRIPTIONS, Command, Rules, Verb
+from bot.core.inert import ensure_inert
 from bot.gitlab import GitLabError, Project, react
 from bot.gitlab.calls import post_json
 from bot.render.status import environment, md_escape
@@ -61,9 +63,9 @@ class Commenter:
 
 def code_span(text: str) -> str:
     """`text` as one inline code span that nothing in it can end or break: control, format and
-    separator characters shown as `\\u{...}`, a fence longer than any backtick run inside."""
+    separator characters shown as `[U+XXXX]`, a fence longer than any backtick run inside."""
     shown = "".join(
-        f"\\u{{{ord(ch):04x}}}" if unicodedata.category(ch)[0] in "CZ" and ch != " " else ch
+        f"[U+{ord(ch):04X}]" if unicodedata.category(ch)[0] in "CZ" and ch != " " else ch
         for ch in text[:_SPAN_LIMIT]
     )
     if len(text) > _SPAN_LIMIT:
@@ -124,6 +126,20 @@ def acknowledge(
     show_help = command.verb is Verb.HELP or command.problem is not None
     if not fresh or (result.accepted and not show_help):
         return
+    body = render_reply(
+        note_id=note_id,
+        command=command,
+        reason=None if result.accepted else result.reason,
+        show_help=show_help,
+        rules=rules,
+        bot_username=bot_username,
+    )
+    try:
+        ensure_inert(body)
+    except ValueError as exc:  # a bug in the escaping: never post it
+        REPLIES.labels("not_inert").inc()
+        log.error("reply not posted: %s", exc, extra=extra)
+        return
     if not claim_reply(
         engine,
         project_id=mr.project_id,
@@ -134,14 +150,6 @@ def acknowledge(
         REPLIES.labels("held_back").inc()
         log.info("reply held back: one per user and MR per window", extra=extra)
         return
-    body = render_reply(
-        note_id=note_id,
-        command=command,
-        reason=None if result.accepted else result.reason,
-        show_help=show_help,
-        rules=rules,
-        bot_username=bot_username,
-    )
     try:
         post_json(
             project.gl,

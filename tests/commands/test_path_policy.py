@@ -113,7 +113,7 @@ def test_an_odd_path_is_named_inertly(bot: Bot) -> None:
     note = say(bot, AUTHOR, "/gitops apply", iid)
     assert awards(bot, iid, note.id) == ["no_entry_sign"]
     [reply] = replies(bot, iid)
-    assert "``.gitlab/`x` @all \\u{202e}.yml``" in reply
+    assert "``.gitlab/`x` @all [U+202E].yml``" in reply
     assert "\u202e" not in reply
     assert operations_of(bot, iid) == []
 

@@ -15,19 +15,30 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import select
 
+from bot.ingress.inbox import body_key
 from bot.services import Services
 from bot.store.models import INBOX
 from jobs import inbox as inbox_job
 from jobs import runtime
-from tests.ingress.conftest import EVENTS, SECRET, fixture_body
+from tests.ingress.conftest import DEPLOY_SECRET, EVENTS, SECRET, fixture_body
 
 #: Cases per endpoint family; CI runs the defaults (5,000 in all), GITOPS_FUZZ_SCALE multiplies.
 SCALE = int(os.environ.get("GITOPS_FUZZ_SCALE", "1"))
 HOOK_CASES = 3000 * SCALE
 API_CASES = 2000 * SCALE
+EDGE_CASES = 300 * SCALE
+
+#: Integers at the edges of the database's columns (32-bit project ids and MR iids, 64-bit ids).
+EDGES = (0, -1, 1, 2**31 - 1, 2**31, 2**63 - 1, 2**63, 10**30)
+edge_ints = st.sampled_from(EDGES)
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | edge_ints
+    | st.floats(allow_nan=False)
+    | st.text(max_size=20),
     lambda children: (
         st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
     ),
@@ -120,6 +131,92 @@ def test_gitlab_hook_survives_mutated_payloads(
             assert inbox_job.process(row.id) in {"processed", "stale", "ignored", "quarantined"}
         finally:
             runtime.use(None)
+
+
+def int_paths(value: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    """Every key path in a JSON value that holds an integer (ids among them)."""
+    if isinstance(value, dict | list):
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, child in items:
+            yield from int_paths(child, (*prefix, key))
+    elif isinstance(value, int) and not isinstance(value, bool):
+        yield prefix
+
+
+def process_stored(services: Services, delivery_key: str) -> str | None:
+    """Processes the stored delivery, as the job does; its status (None: nothing stored)."""
+    with services.engine.connect() as conn:
+        row = conn.execute(select(INBOX).where(INBOX.c.delivery_key == delivery_key)).first()
+    if row is None:
+        return None
+    runtime.use(services)
+    try:
+        return inbox_job.process(row.id)
+    finally:
+        runtime.use(None)
+
+
+@settings(
+    max_examples=EDGE_CASES,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(data=st.data())
+def test_ids_at_and_past_the_columns_edges_end_or_process(
+    client: FlaskClient, services: Services, data: st.DataObject
+) -> None:
+    """Every integer of a handled payload set to a column's edge or past it: answered 2xx, and
+    processing either quarantines it with a reason or handles it, never raising (no
+    OverflowError, no row that fails in every sweep)."""
+    name = data.draw(st.sampled_from(sorted(EVENTS)))
+    body = json.loads(BASES[name])
+    targets = sorted(int_paths(body), key=repr)
+    for path in data.draw(st.lists(st.sampled_from(targets), min_size=1, max_size=3)):
+        parent = body
+        for key in path[:-1]:
+            parent = parent[key]
+        parent[path[-1]] = data.draw(edge_ints)
+    key = uuid.uuid4().hex
+    response = client.post(
+        "/webhooks/gitlab",
+        data=json.dumps(body).encode(),
+        headers={"X-Gitlab-Event": EVENTS[name], "X-Gitlab-Token": SECRET, "Idempotency-Key": key},
+    )
+    assert response.status_code in (200, 202), response.get_data(as_text=True)
+    status = process_stored(services, f"gitlab:{key}")
+    assert status in {"processed", "stale", "ignored", "quarantined"}
+
+
+@settings(
+    max_examples=EDGE_CASES,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    project=st.one_of(edge_ints, edge_ints.map(str), st.sampled_from(["platform/config", ""])),
+    mr_iid=st.one_of(edge_ints, st.integers()),
+    operation_id=st.none() | st.text(max_size=40) | st.uuids().map(str),
+    sha=st.none() | st.sampled_from(["f" * 40, "F" * 40, "f" * 65, "x"]),
+)
+def test_deploy_callbacks_with_hostile_fields_end_or_process(
+    client: FlaskClient,
+    services: Services,
+    project: object,
+    mr_iid: int,
+    operation_id: str | None,
+    sha: str | None,
+) -> None:
+    """A deploy callback with any project, MR iid, operation id or SHA is answered 2xx and
+    ends quarantined or processed, never raising."""
+    fields = {"project_id": project, "mr_iid": mr_iid, "status": "success"}
+    fields.update({k: v for k, v in {"operation_id": operation_id, "sha": sha}.items() if v})
+    raw = json.dumps(fields).encode()
+    response = client.post("/webhooks/deploy", data=raw, headers={"X-Deploy-Token": DEPLOY_SECRET})
+    assert response.status_code in (200, 202), response.get_data(as_text=True)
+    status = process_stored(services, body_key("deploy", "deploy_callback", raw))
+    assert status in {"processed", "stale", "quarantined"}
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import timedelta
@@ -280,3 +281,42 @@ def test_a_worker_sigkilled_while_processing_uses_up_the_attempts(
     assert stored.reason == f"failed 2 processing attempts; last error: {inbox.DIED}"
     assert requeued(services) == []
     engine.dispose()
+
+
+@pytest.mark.pg
+def test_workers_racing_for_one_failing_delivery_spend_each_attempt_once(
+    services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Eight workers taking the same always-failing delivery at once run its handler five
+    times in all (the attempt count is a compare-and-set), and it is quarantined and counted
+    once."""
+    calls: list[int] = []
+
+    def broken(*args: object, **kw: object) -> None:
+        calls.append(1)
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(inbox_job, "route", broken)
+    inbox_id = store_received(services, mr_body())
+    before = poison_total("gitlab")
+    start = threading.Barrier(8)
+    statuses: list[str] = []
+
+    def worker() -> None:
+        start.wait()
+        try:
+            statuses.append(inbox_job.process(inbox_id))
+        except RuntimeError:
+            statuses.append("raised")
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(calls) == 5
+    stored = row(services, inbox_id)
+    assert (stored.status, stored.attempts) == ("quarantined", 5)
+    assert stored.reason.startswith("failed 5 processing attempts; last error: ")
+    assert poison_total("gitlab") == before + 1
+    assert statuses.count("raised") <= 4

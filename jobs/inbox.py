@@ -69,14 +69,15 @@ def _process_one(services: Services, inbox_id: int) -> str:
     """
     engine, limit = services.engine, services.settings.inbox_max_attempts
     attempt = inbox.begin_attempt(engine, inbox_id, limit)
-    if attempt is None:
-        if inbox.quarantine_exhausted(engine, limit, inbox_id):
-            return "quarantined"
+    if attempt is None:  # handled already (a duplicate job), gone, or out of attempts
         with engine.connect() as conn:
-            status = conn.execute(
+            found = conn.execute(
                 select(INBOX.c.status).where(INBOX.c.id == inbox_id)
             ).scalar_one_or_none()
-        return "gone" if status is None else str(status)
+        if found == "received":  # so its attempts are spent (they only grow)
+            inbox.quarantine_exhausted(engine, limit, inbox_id)
+            return "quarantined"
+        return "gone" if found is None else str(found)
     try:
         outcome = route(
             services,

@@ -2,13 +2,15 @@
 
 The status comment is found again by a hidden marker carrying the operation id and edited in
 place, so re-running never adds a second one; labels change with add_labels/remove_labels in one
-call; a reaction already given counts as given.
+call; a reaction already given counts as given. Every note body is checked inert
+(bot/core/inert.py) before it is written: a body that is not raises NotInert, and nothing is sent.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from bot.core.inert import ensure_inert
 from bot.gitlab.calls import get_list, post_json, put_json
 from bot.gitlab.client import Project
 from bot.gitlab.errors import GitLabRefused, NotFound
@@ -52,6 +54,7 @@ def upsert_status_note(
     """
     marker = status_marker(operation_id)
     text = body if marker in body else f"{marker}\n{body}"
+    ensure_inert(text)  # the last check: no quick action, mention or hidden character goes out
     if note_id is not None:
         try:
             put_json(

@@ -2,24 +2,21 @@
 
 `load_status` reads an operation as the comment shows it (two queries); `render_status` turns
 that into Markdown through `templates/status_comment.md.j2`. Every value the template prints is
-escaped for Markdown and HTML unless it is `Markup` built here from known-safe parts, so text a
-requester typed (title, names, error details) can never add markup, ping anyone, or put a
-`/gitops` command or a GitLab quick action at the start of a line of the bot's own note.
+escaped for Markdown and HTML (bot/render/markdown.py) unless it is `Markup` built here from
+known-safe parts, so text a requester typed (title, names, error details) can never add markup,
+ping anyone, hide a bidi character, or put a `/gitops` command or a GitLab quick action at the
+start of a line of the bot's own note.
 """
 
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from functools import lru_cache
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
@@ -30,16 +27,32 @@ from bot.core.hints import Hint, hint_for, words
 from bot.core.labels import phase_title
 from bot.core.states import FAILED, BindingState, Step
 from bot.gitlab.notes import status_marker
+from bot.render.markdown import TEMPLATES_DIR, TEXT_LIMIT, code, environment, link, md_escape
 from bot.store.models import AUDIT, BINDINGS, OPERATIONS
 
-#: Where the comment templates live (the repository's top-level templates/).
-TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "templates"
-#: The status comment's template.
+# the escaping helpers lived here first: their importers keep importing them from here
+__all__ = [
+    "DETAIL_LIMIT",
+    "TEMPLATE",
+    "TEMPLATES_DIR",
+    "TEXT_LIMIT",
+    "TIMELINE_LIMIT",
+    "StatusView",
+    "TimelineEntry",
+    "code",
+    "environment",
+    "link",
+    "load_status",
+    "md_escape",
+    "render_context",
+    "render_status",
+    "status_context",
+]
+
+#: The status comment's template (in TEMPLATES_DIR).
 TEMPLATE = "status_comment.md.j2"
 #: The timeline shows this many of the latest audit rows; older ones are counted, not listed.
 TIMELINE_LIMIT = 30
-#: Longest user-provided text shown (title, names); the rest is cut with an ellipsis.
-TEXT_LIMIT = 300
 #: Longest error detail shown.
 DETAIL_LIMIT = 500
 
@@ -47,87 +60,8 @@ _STATES = frozenset(s.value for s in BindingState)
 #: One transition on a request's path: (from, to, event).
 _Edge = tuple[BindingState | None, BindingState, str]
 _EVENTS = frozenset(e.value for e in Event)
-#: What may go into a code span or the marker untouched (ids, enum names, SHAs).
-_PLAIN = re.compile(r"[A-Za-z0-9._:()\- ]+")
-_SPACE = re.compile(r"\s+")
+#: What may go into the marker untouched (ids, enum names, SHAs).
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-# GitLab turns these into references when a word follows; a reference to a user notifies them
-# (`@name`, `@all`), one to an issue or MR adds a "mentioned in" note there. A zero-width space
-# after the sigil keeps the text readable and breaks the reference (GitLab matches references
-# in the rendered text, so an HTML entity would not help).
-_REFERENCE = re.compile(r"([@#!~%$&])(?=[\w\"'])")
-_ZWSP = "\u200b"
-# Markdown and HTML specials, as entities (raw < > & ` |) or backslash escapes (emphasis, links).
-_SPECIALS = {
-    "&": "&amp;",
-    "<": "&lt;",
-    ">": "&gt;",
-    "`": "&#96;",
-    "|": "&#124;",
-    "\\": "\\\\",
-    "*": "\\*",
-    "_": "\\_",
-    "[": "\\[",
-    "]": "\\]",
-    "~": "\\~",
-}
-_SPECIAL = re.compile("|".join(re.escape(char) for char in _SPECIALS))
-
-
-def md_escape(value: object, limit: int = TEXT_LIMIT) -> Markup:
-    """User text made inert in a Markdown comment: one line, no markup, no mentions, no commands.
-
-    Line breaks become spaces (so the text never starts a line of the note, where GitLab runs
-    quick actions and the bot reads `/gitops` commands); a leading `/` is an entity besides.
-    """
-    text = "".join(
-        " " if unicodedata.category(ch) in ("Cc", "Zl", "Zp") else ch for ch in str(value)
-    )
-    text = _SPACE.sub(" ", text).strip()
-    if len(text) > limit:
-        text = text[: limit - 1] + "…"
-    text = _REFERENCE.sub(lambda m: m.group(1) + _ZWSP, text)
-    text = _SPECIAL.sub(lambda m: _SPECIALS[m.group(0)], text)
-    if text.startswith("/"):
-        text = "&#47;" + text[1:]
-    return Markup(text)
-
-
-def code(value: object) -> Markup:
-    """A code span for known-plain text (ids, names, codes); anything else is escaped text."""
-    text = str(value)
-    if _PLAIN.fullmatch(text):
-        return Markup(f"`{text}`")
-    return md_escape(text)
-
-
-def link(text: str, url: str | None) -> Markup | None:
-    """A Markdown link to an http(s) URL (characters that could end it percent-encoded)."""
-    if not url or not url.startswith(("https://", "http://")):
-        return None
-    safe_url = quote(url, safe=":/?#@!$&*+,;=%-._~")
-    return Markup(f"[{md_escape(text)}]({safe_url})")
-
-
-def _finalize(value: Any) -> Any:
-    """Every printed value that is not Markup is treated as user text."""
-    return value if isinstance(value, Markup) else md_escape(value)
-
-
-@lru_cache(maxsize=4)
-def environment(templates: Path = TEMPLATES_DIR) -> Environment:
-    """The comment templates: StrictUndefined, and every printed value escaped."""
-    env = Environment(
-        loader=FileSystemLoader(str(templates)),
-        undefined=StrictUndefined,
-        autoescape=True,
-        finalize=_finalize,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-    )
-    env.filters["code"] = code
-    return env
 
 
 @dataclass(frozen=True, slots=True)

@@ -204,13 +204,19 @@ def test_a_fake_marker_in_the_title_stays_text(db: Engine) -> None:
         ("*bold* _it_", "\\*bold\\* \\_it\\_"),
         ("[l](u)", "\\[l\\](u)"),
         ("/gitops apply", "&#47;gitops apply"),
-        ("hi @all", "hi @\u200ball"),
-        ("fixes #12", "fixes #\u200b12"),
-        ("line\r\none\u2028two", "line one two"),
+        ("hi @all", "hi \uff20all"),
+        ("eve/@group/sub", "eve/\uff20group/sub"),
+        ("fixes #12", "fixes \uff0312"),
+        ("see !3 and ~bug", "see \uff013 and \uff5ebug"),
+        ("line\r\none\u2028two\x85three\x0bfour", "line one two three four"),
+        ("abc\u202edef", "abc\\[U+202E\\]def"),
+        ("zero\u200bwidth\u2066", "zero\\[U+200B\\]width\\[U+2066\\]"),
+        ("\u200b/close", "\\[U+200B\\]/close"),
     ],
 )
 def test_md_escape(raw: str, escaped: str) -> None:
-    """Each Markdown, HTML and reference special is neutralised, and lines are joined."""
+    """Each Markdown, HTML and reference special is neutralised, hidden characters are shown as
+    [U+XXXX] (never hidden by a zero-width character), and lines are joined."""
     assert str(md_escape(raw)) == escaped
 
 

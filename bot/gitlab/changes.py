@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
+from bot.core.inert import ensure_inert, inert_title
 from bot.gitlab.calls import delete, get_json, get_list, head, post_json, put_json
 from bot.gitlab.client import Project
 from bot.gitlab.errors import BranchNotOurs, GitLabRefused, NotFound, UnknownOutcome
@@ -60,8 +61,8 @@ def has_trailer(message: str, operation_id: str) -> bool:
 
 
 def commit_message(title: str, operation_id: str) -> str:
-    """The change's commit message: the title, a blank line, then our trailer."""
-    return f"{title.strip() or 'GitOps change'}\n\n{TRAILER}: {operation_id}\n"
+    """The change's commit message: the title made inert, a blank line, then our trailer."""
+    return f"{inert_title(title)}\n\n{TRAILER}: {operation_id}\n"
 
 
 def _branch_path(project: Project, branch: str) -> str:
@@ -153,10 +154,12 @@ def _commit(
     title: str,
 ) -> str:
     """Creates the branch from `target` with our one commit (a single call); returns its sha."""
+    message = commit_message(title, operation_id)
+    ensure_inert(message, markdown=False)
     data = {
         "branch": branch,
         "start_branch": target,
-        "commit_message": commit_message(title, operation_id),
+        "commit_message": message,
         "actions": actions,
     }
     try:
@@ -201,6 +204,9 @@ def create_change(
 ) -> ChangeRef:
     """Makes (or finds again) the branch, the one commit and the MR of an operation's change."""
     branch = branch_name(operation_id)
+    title = inert_title(title)  # one line, no mention, nothing hidden, no leading `/`
+    for text, markdown in ((branch, False), (title, False), (description, True)):
+        ensure_inert(text, markdown=markdown)  # the last check before GitLab sees them
     extra = {"operation_id": operation_id, "project": str(project.id), "branch": branch}
     mr = _find_mr(project, branch)
     if mr is not None and mr.state == "merged":

@@ -7,6 +7,7 @@ from bot.core.labels import label_for
 from bot.core.states import BindingState
 from bot.errors import CannotProceed
 from bot.gitlab import create_change, read_mr
+from bot.render.change_text import mr_description
 from jobs.phases import Ctx
 from jobs.phases.common import advance
 from jobs.waits import new_wait, poll
@@ -30,10 +31,7 @@ def create_mr(ctx: Ctx) -> bool:
             mr_url=mr.web_url,
             branch=mr.source_branch,
         )
-    description = (
-        f"{op.description}\n\nRequested by {op.requested_by} through gitops-bot "
-        f"(operation `{op.id}`)."
-    ).strip()
+    description = mr_description(op.description, op.requested_by, op.id)  # inert: quoted
     ref = create_change(
         project,
         operation_id=op.id,

@@ -41,6 +41,8 @@ def claim_reply(
         index_elements=[table.c.project_id, table.c.mr_iid, table.c.user_id],
         set_={"last_reply_at": now},
         where=table.c.last_reply_at < cutoff,
-    )
+    ).returning(table.c.id)
+    # the returned row says whether this caller inserted or updated it (psycopg's rowcount for
+    # INSERT ... ON CONFLICT is not 1 here, so it cannot tell)
     with engine.begin() as conn:
-        return conn.execute(stmt).rowcount == 1
+        return conn.execute(stmt).first() is not None

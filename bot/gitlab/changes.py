@@ -45,6 +45,9 @@ class ChangeRef:
     #: the MR's target project id and head SHA, as GitLab answered (saves a read)
     project_id: int | None = None
     head_sha: str | None = None
+    #: True when `commit_sha` is the commit this call wrote (its content is exactly `files`);
+    #: False when it was found again by its trailer, which anyone could have written
+    wrote_commit: bool = False
 
 
 def branch_name(operation_id: str) -> str:
@@ -152,8 +155,9 @@ def _commit(
     target: str,
     actions: list[dict[str, str]],
     title: str,
-) -> str:
-    """Creates the branch from `target` with our one commit (a single call); returns its sha."""
+) -> tuple[str, bool]:
+    """Creates the branch from `target` with our one commit (a single call); its sha, and True
+    when GitLab's answer to our write gave it (False: found again after a lost answer)."""
     message = commit_message(title, operation_id)
     ensure_inert(message, markdown=False)
     data = {
@@ -166,7 +170,7 @@ def _commit(
         created = post_json(
             project.gl, f"{project.path}/repository/commits", what="commit the change", data=data
         )
-        return str(created.get("id") or "")
+        return str(created.get("id") or ""), True
     except (UnknownOutcome, GitLabRefused) as err:
         # a timeout, or "branch already exists" after a concurrent run: did our commit land?
         if isinstance(err, GitLabRefused) and err.status_code != 400:
@@ -174,7 +178,7 @@ def _commit(
         sha = _our_commit(project, branch, operation_id)
         if sha is None:
             raise
-        return sha
+        return sha, False
 
 
 def _open_mr(project: Project, data: dict[str, Any], branch: str) -> MrView:
@@ -201,14 +205,19 @@ def create_change(
     title: str,
     description: str,
     labels: Sequence[str] = (),
+    fresh: bool = False,
 ) -> ChangeRef:
-    """Makes (or finds again) the branch, the one commit and the MR of an operation's change."""
+    """Makes (or finds again) the branch, the one commit and the MR of an operation's change.
+
+    `fresh`: no earlier run of this operation can have written anything, so when the branch is
+    missing no MR is looked for (one call fewer on every new change).
+    """
     branch = branch_name(operation_id)
     title = inert_title(title)  # one line, no mention, nothing hidden, no leading `/`
     for text, markdown in ((branch, False), (title, False), (description, True)):
         ensure_inert(text, markdown=markdown)  # the last check before GitLab sees them
     extra = {"operation_id": operation_id, "project": str(project.id), "branch": branch}
-    mr = _find_mr(project, branch)
+    mr = None if fresh else _find_mr(project, branch)
     if mr is not None and mr.state == "merged":
         log.info("change already merged; reusing its MR", extra={**extra, "mr_iid": mr.iid})
         return ChangeRef(
@@ -220,14 +229,16 @@ def create_change(
             project_id=mr.target_project_id or mr.project_id,
             head_sha=mr.sha,
         )
-    created = False
+    created = wrote = False
     sha = _our_commit(project, branch, operation_id)
     if sha is None:
         actions = _actions(project, target_branch, files)
         if not actions:
             raise ValueError("the change has no file to create, update or delete")
-        sha = _commit(project, branch, operation_id, target_branch, actions, title)
+        sha, wrote = _commit(project, branch, operation_id, target_branch, actions, title)
         created = True
+    elif fresh:
+        mr = _find_mr(project, branch)  # the branch was there before this run: so may an MR be
     if mr is None:
         data = {
             "source_branch": branch,
@@ -248,6 +259,7 @@ def create_change(
         created=created,
         project_id=mr.target_project_id or mr.project_id,
         head_sha=mr.sha or sha,
+        wrote_commit=wrote,
     )
 
 

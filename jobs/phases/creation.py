@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from bot.core.events import Event
 from bot.core.labels import label_for
-from bot.core.states import BindingState
+from bot.core.states import BindingState, Flow
 from bot.errors import CannotProceed
 from bot.gitlab import create_change, read_mr
+from bot.gitlab.compare import TooLargeToCheck
 from bot.render.change_text import mr_description
+from bot.store.operations import touch
 from jobs.phases import Ctx
 from jobs.phases.common import advance
+from jobs.phases.integrity import approved_identity, read_identity
+from jobs.phases.paths import check_paths
 from jobs.waits import new_wait, poll
 
 _FAILED_PIPELINE = {"failed", "canceled", "skipped"}
@@ -31,6 +37,11 @@ def create_mr(ctx: Ctx) -> bool:
             mr_url=mr.web_url,
             branch=mr.source_branch,
         )
+    if op.flow is Flow.MR_FIRST and not check_paths(ctx, project, [f["path"] for f in op.files]):
+        return True  # refused before anything is committed: the MR pipeline never runs it
+    fresh = "create" not in op.progress
+    if fresh:  # any later run (a crash, a retry) knows an earlier one may have written something
+        touch(ctx.services.engine, op.id, progress={**op.progress, "create": True})
     description = mr_description(op.description, op.requested_by, op.id)  # inert: quoted
     ref = create_change(
         project,
@@ -40,6 +51,7 @@ def create_mr(ctx: Ctx) -> bool:
         title=op.title,
         description=description,
         labels=[label_for(BindingState.MR_CREATING)],
+        fresh=fresh,
     )
     project_id, head = ref.project_id, ref.head_sha
     if project_id is None or head is None:  # an older GitLab's answer without them
@@ -54,6 +66,8 @@ def create_mr(ctx: Ctx) -> bool:
         branch=ref.branch,
         head_sha=head,
         project_id=project_id,
+        # the commit this run wrote holds exactly the request's files: its head is verified
+        verified_sha=ref.commit_sha if ref.wrote_commit and head == ref.commit_sha else None,
     )
 
 
@@ -89,5 +103,27 @@ def start_handling(ctx: Ctx) -> bool:
 
 
 def request_approval(ctx: Ctx) -> bool:
-    """MR-first: the checks passed, so ask for approval (ext.mrId carries the MR)."""
-    return advance(ctx, Event.REQUEST_APPROVAL)
+    """MR-first: the checks passed, so fix what the approval approves (the change identity, with
+    the head the pipeline passed on) and ask for it (ext.mrId carries the MR)."""
+    op = ctx.op
+    project = ctx.clients.author.project(op.gitlab_project)
+    head = op.head_sha
+    if head is None:
+        raise CannotProceed("the merge request's head is not known")
+    if op.mr_opened_by_bot:
+        # the bot wrote the change: the request's files are what is approved, at its head
+        identity = approved_identity(ctx, project)
+        fixed = replace(identity, head_sha=op.verified_sha or head, source_branch=op.branch)
+        return advance(ctx, Event.REQUEST_APPROVAL, change_identity=fixed.to_json())
+    # a person's MR: what it changes at the head its pipeline passed on, within the path policy
+    try:
+        identity = read_identity(project, op, head)
+    except TooLargeToCheck as exc:
+        raise CannotProceed(f"the merge request cannot be checked: {exc}") from None
+    if not identity.files:
+        raise CannotProceed("the merge request changes no file")
+    if not check_paths(ctx, project, [f.path for f in identity.files]):
+        return True
+    return advance(
+        ctx, Event.REQUEST_APPROVAL, change_identity=identity.to_json(), verified_sha=head
+    )

@@ -131,9 +131,49 @@ def test_fresh_change_makes_branch_commit_and_mr(rsps: responses.RequestsMock) -
     ref = _create()
 
     assert ref == ChangeRef(
-        "gitops/op-1", SHA, 7, mr_json()["web_url"], created=True, project_id=PID, head_sha=SHA
+        "gitops/op-1",
+        SHA,
+        7,
+        mr_json()["web_url"],
+        created=True,
+        project_id=PID,
+        head_sha=SHA,
+        wrote_commit=True,
     )
     assert len(rsps.calls) == 6
+
+
+def test_a_fresh_operation_skips_the_mr_lookup(rsps: responses.RequestsMock) -> None:
+    """`fresh`: nothing of this operation can exist yet, so with the branch missing no MR is
+    looked for (five calls, not six), and the commit is known to be the one just written."""
+    rsps.add(responses.GET, BRANCH_URL, status=404, json={"message": "404 Branch Not Found"})
+    _files_lookup(rsps)
+    _commit_ok(rsps)
+    _mr_ok(rsps)
+
+    ref = _create(fresh=True)
+
+    assert ref.wrote_commit is True
+    assert ref.mr_iid == 7
+    assert not any(
+        c.request.method == "GET" and "merge_requests" in c.request.url for c in rsps.calls
+    )
+    assert len(rsps.calls) == 5
+
+
+def test_a_fresh_operation_finding_its_branch_looks_for_the_mr(
+    rsps: responses.RequestsMock,
+) -> None:
+    """`fresh` but the branch is there (written by someone else under our name): the MR is
+    looked for, and the commit found by its trailer is not taken as written by this run."""
+    rsps.add(responses.GET, BRANCH_URL, json=_branch())
+    _no_mr(rsps)
+    _mr_ok(rsps)
+
+    ref = _create(fresh=True)
+
+    assert ref.wrote_commit is False
+    assert "POST /projects/42/repository/commits" not in calls(rsps)
 
 
 def test_rerun_after_crash_after_commit_opens_only_the_mr(rsps: responses.RequestsMock) -> None:
@@ -209,6 +249,7 @@ def test_commit_timeout_then_reread_finds_it(rsps: responses.RequestsMock) -> No
     ref = _create()
 
     assert ref.commit_sha == SHA
+    assert ref.wrote_commit is False  # found by its trailer, not from our write's answer
     assert calls(rsps).count("POST /projects/42/repository/commits") == 1
 
 

@@ -70,9 +70,15 @@ def normalise_breaks(text: str) -> str:
     return LINE_BREAKS.sub("\n", text)
 
 
+def hidden_in(text: str) -> list[str]:
+    """The distinct hidden characters of `text`, in code point order."""
+    return sorted(ch for ch in set(text) if is_hidden(ch))
+
+
 def show_hidden(text: str) -> str:
     """Every hidden character (controls but LF, formats, separators) shown as `[U+XXXX]`."""
-    return "".join(visible(ch) if is_hidden(ch) else ch for ch in text)
+    hidden = hidden_in(text)
+    return text.translate({ord(ch): visible(ch) for ch in hidden}) if hidden else text
 
 
 def defuse_mentions(text: str) -> str:
@@ -166,7 +172,7 @@ def problems(text: str, *, markdown: bool = True) -> list[str]:
     messages, branch names) and every `@` before a name counts.
     """
     found: list[str] = []
-    hidden = sorted({ch for ch in text if is_hidden(ch)})
+    hidden = hidden_in(text)
     if hidden:
         names = ", ".join(f"U+{ord(ch):04X} {unicodedata.name(ch, '')}".strip() for ch in hidden)
         found.append(f"hidden or control characters: {names}")

@@ -13,6 +13,7 @@ from sqlalchemy import event, insert, update
 from sqlalchemy.engine import Engine
 
 from bot.core.events import Event as E
+from bot.core.inert import ensure_inert
 from bot.core.states import BindingState as S
 from bot.core.states import Flow, Step
 from bot.gitlab import status_marker
@@ -158,9 +159,10 @@ def test_deterministic_failure_names_the_step_and_the_maintainers(db: Engine) ->
 
 
 def test_user_text_cannot_inject_markup_mentions_or_commands(db: Engine) -> None:
-    """A title with <script>, @everyone and a /gitops line renders as inert text."""
-    title = "Scale <script>alert(1)</script> @everyone\n/gitops cancel\n/close"
-    op_id = make_operation(db, S.MR_CREATING, title=title, requested_by="@admin")
+    """A title with <script>, @everyone, a bidi override and a /gitops line, and a requester
+    `eve/@all`, render as inert text that passes the write seam's check."""
+    title = "Scale <script>alert(1)</script> @everyone\u202e\n/gitops cancel\u2028/close"
+    op_id = make_operation(db, S.MR_CREATING, title=title, requested_by="eve/@all")
     fire(
         db,
         op_id,
@@ -174,7 +176,10 @@ def test_user_text_cannot_inject_markup_mentions_or_commands(db: Engine) -> None
     assert "<script>" not in text
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text
     assert "@everyone" not in text
-    assert "@admin" not in text
+    assert "@all" not in text
+    assert "\u202e" not in text
+    assert "\\[U+202E\\]" in text
+    ensure_inert(text)
     assert "@bot-user" not in text
     assert "`rm -rf`" not in text
     assert "[x](http://e.vil)" not in text

@@ -34,14 +34,16 @@ def claim_reply(
     cutoff = now - timedelta(seconds=window)
     insert = pg_insert if engine.dialect.name == "postgresql" else sqlite_insert
     table = COMMAND_REPLIES
-    stmt = insert(table).values(
-        project_id=project_id, mr_iid=mr_iid, user_id=user_id, last_reply_at=now
+    upsert = (
+        insert(table)
+        .values(project_id=project_id, mr_iid=mr_iid, user_id=user_id, last_reply_at=now)
+        .on_conflict_do_update(
+            index_elements=[table.c.project_id, table.c.mr_iid, table.c.user_id],
+            set_={"last_reply_at": now},
+            where=table.c.last_reply_at < cutoff,
+        )
     )
-    stmt = stmt.on_conflict_do_update(
-        index_elements=[table.c.project_id, table.c.mr_iid, table.c.user_id],
-        set_={"last_reply_at": now},
-        where=table.c.last_reply_at < cutoff,
-    ).returning(table.c.id)
+    stmt = upsert.returning(table.c.id)
     # the returned row says whether this caller inserted or updated it (psycopg's rowcount for
     # INSERT ... ON CONFLICT is not 1 here, so it cannot tell)
     with engine.begin() as conn:

@@ -328,15 +328,15 @@ def test_unknown_flags_are_refused(run: Run) -> None:
 def test_reconcile_dry_run_reports_and_changes_nothing(db: Engine, run: Run) -> None:
     """--dry-run sorts merged changes into exact/unmatched; the real run validates the exact one."""
     signalled = make_operation(db, S.MERGED)
-    silent = make_operation(db, S.MERGED, subject_id="svc-silent")
+    silent = make_operation(db, S.MERGED, subject_id="svc-silent", project="other/app")
     for op_id in (signalled, silent):
         set_times(db, op_id, merged_at=utcnow() - timedelta(hours=1))
     with db.begin() as conn:
         conn.execute(
             insert(DEPLOY_SIGNALS).values(
                 source="deploy",
-                project_id="14",
-                mr_iid=None,
+                project_id=PROJECT,
+                mr_iid=7,
                 operation_id=signalled,
                 sha=None,
                 status="success",

@@ -29,7 +29,7 @@ from tests.workflow.harness import PROJECT, Bot
 log = logging.getLogger(__name__)
 
 #: Generated changes: 1,000 on the embedded pass; the PostgreSQL pass, slower per change, runs
-#: 200 more of the same generator; GITOPS_INERT_CASES runs more (or fewer).
+#: the first 200 of them again there; GITOPS_INERT_CASES runs more (or fewer).
 CASES = int(
     os.environ.get(
         "GITOPS_INERT_CASES", "200" if os.environ.get("GITOPS_TEST_DATABASE_URL") else "1000"

@@ -10,6 +10,7 @@ from sqlalchemy import select
 
 from bot.approval.callback import parse_callback
 from bot.approval.errors import MalformedCallback
+from bot.errors import TransientError
 from bot.ingress import gitlab_events, inbox
 from bot.ingress.deploy import GLOBAL_SCOPE, SCOPE_HEADER, DeployAuth, parse_deploy
 from bot.ingress.jsonload import Unusable, load_object
@@ -90,6 +91,12 @@ def _process_one(services: Services, inbox_id: int) -> str:
     except (Unusable, MalformedCallback) as exc:
         inbox.mark(engine, inbox_id, "quarantined", str(exc))
         return "quarantined"
+    except TransientError as exc:
+        # GitLab or the approval system is down: not this delivery's fault, no attempt spent;
+        # the sweep enqueues it again, and it is handled once they answer
+        FAILED_ATTEMPTS.labels(attempt.source).inc()
+        inbox.give_back_attempt(engine, inbox_id, f"{type(exc).__name__}: {exc}")
+        raise
     except Exception as exc:
         FAILED_ATTEMPTS.labels(attempt.source).inc()
         inbox.record_failure(engine, inbox_id, f"{type(exc).__name__}: {exc}")

@@ -281,6 +281,19 @@ def begin_attempt(engine: Engine, inbox_id: int, max_attempts: int) -> Attempt |
     )
 
 
+def give_back_attempt(engine: Engine, inbox_id: int, error: str) -> None:
+    """Uncounts an attempt that failed on another system's trouble (GitLab or the approval
+    system down): an outage is not the delivery's fault and must not quarantine it. A crash
+    still counts, since nothing runs to give the attempt back."""
+    stmt = (
+        update(INBOX)
+        .where(INBOX.c.id == inbox_id, INBOX.c.status == "received", INBOX.c.attempts > 0)
+        .values(attempts=INBOX.c.attempts - 1, reason=error[:MAX_REASON])
+    )
+    with engine.begin() as conn:
+        conn.execute(stmt)
+
+
 def record_failure(engine: Engine, inbox_id: int, error: str) -> None:
     """Keeps the error of a failed attempt with the delivery (it stays "received")."""
     stmt = (

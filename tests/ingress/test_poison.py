@@ -320,3 +320,32 @@ def test_workers_racing_for_one_failing_delivery_spend_each_attempt_once(
     assert stored.reason.startswith("failed 5 processing attempts; last error: ")
     assert poison_total("gitlab") == before + 1
     assert statuses.count("raised") <= 4
+
+
+def test_an_outage_of_gitlab_spends_no_attempt(
+    services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GitLab down for longer than GITOPS_INBOX_MAX_ATTEMPTS sweeps: the delivery keeps its
+    attempts and is handled once GitLab answers, instead of being quarantined as poison."""
+    from bot.gitlab import GitLabUnavailable
+
+    down = True
+
+    def flaky(*args: object, **kw: object) -> None:
+        if down:
+            raise GitLabUnavailable("GitLab answered 503")
+        return
+
+    monkeypatch.setattr(inbox_job, "route", flaky)
+    inbox_id = store_received(services, mr_body())
+    for _ in range(3 * services.settings.inbox_max_attempts):
+        with pytest.raises(GitLabUnavailable):
+            inbox_job.process(inbox_id)
+        run_sweep(services, utcnow())
+    stored = row(services, inbox_id)
+    assert (stored.status, stored.attempts) == ("received", 0)
+    assert "503" in stored.reason
+    assert requeued(services) == [inbox_id] * (3 * services.settings.inbox_max_attempts)
+    down = False
+    assert inbox_job.process(inbox_id) == "ignored"
+    assert row(services, inbox_id).status == "ignored"

@@ -366,7 +366,10 @@ def _paths() -> dict[str, Any]:
         ),
         "/webhooks/deploy": _brief(
             "post",
-            "The deployment pipeline's word (X-Deploy-Token).",
+            "The deployment pipeline's word (X-Deploy-Token, or X-Deploy-Timestamp and "
+            "X-Deploy-Signature: sha256 HMAC of `<timestamp>.<body>`, 5-minute window; a "
+            "project in GITOPS_DEPLOY_SECRETS only with its own secret). A callback naming "
+            "an operation must name its project and MR (or merge SHA), else it changes nothing.",
             "webhooks",
             _WEBHOOK_RESPONSES,
         ),

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import ColumnElement, select
 from sqlalchemy.engine import Engine
 
 from bot.core.events import Event, Source
@@ -29,17 +30,10 @@ def on_pipeline(engine: Engine, ev: PipelineEvent, correlation_id: str) -> Outco
     event = _PIPELINE_EVENTS.get(ev.status)
     if event is None:
         return Outcome(None, stale=f"pipeline {ev.status} is not final")
-    with engine.connect() as conn:
-        op_id = owner_of_mr(conn, ev.project_id, ev.mr_iid)
-        if op_id is None:
-            return Outcome(None, stale="no operation owns this MR")
-        head = conn.execute(
-            select(OPERATIONS.c.head_sha).where(OPERATIONS.c.id == op_id)
-        ).scalar_one_or_none()
-        try:
-            current = load_current(conn, op_id)
-        except (UnknownOperation, NotOwner) as exc:
-            return Outcome(op_id, stale=type(exc).__name__)
+    found = _owner(engine, ev.project_id, ev.mr_iid, OPERATIONS.c.head_sha)
+    if isinstance(found, Outcome):
+        return found
+    op_id, head, current = found
     step = Step(current.guard_values["step"])
     waiting = current.state in _WAITING_FOR_PIPELINE and step in AWAITING_PIPELINE
     if not waiting:
@@ -84,20 +78,28 @@ def on_merge_request(engine: Engine, ev: MergeRequestEvent, correlation_id: str)
 
 def _head_moved(engine: Engine, ev: MergeRequestEvent) -> Outcome:
     """Nudges the MR's owner in MERGING when the head is not the one it verified."""
-    with engine.connect() as conn:
-        op_id = owner_of_mr(conn, ev.project_id, ev.iid)
-        if op_id is None:
-            return Outcome(None, stale="no operation owns this MR")
-        verified = conn.execute(
-            select(OPERATIONS.c.verified_sha).where(OPERATIONS.c.id == op_id)
-        ).scalar_one_or_none()
-        try:
-            current = load_current(conn, op_id)
-        except (UnknownOperation, NotOwner) as exc:
-            return Outcome(op_id, stale=type(exc).__name__)
+    found = _owner(engine, ev.project_id, ev.iid, OPERATIONS.c.verified_sha)
+    if isinstance(found, Outcome):
+        return found
+    op_id, verified, current = found
     if current.state is not BindingState.MERGING or ev.head_sha == verified:
         return Outcome(op_id, stale="MR updated; nothing to re-check")
     return Outcome(op_id, stale="the MR's head moved: checking it now", nudge=True)
+
+
+def _owner(
+    engine: Engine, project_id: int, iid: int, column: ColumnElement[Any]
+) -> tuple[str, Any, Current] | Outcome:
+    """The MR's owning operation, one of its columns and what fire() needs; else why not."""
+    with engine.connect() as conn:
+        op_id = owner_of_mr(conn, project_id, iid)
+        if op_id is None:
+            return Outcome(None, stale="no operation owns this MR")
+        value = conn.execute(select(column).where(OPERATIONS.c.id == op_id)).scalar_one_or_none()
+        try:
+            return op_id, value, load_current(conn, op_id)
+        except (UnknownOperation, NotOwner) as exc:
+            return Outcome(op_id, stale=type(exc).__name__)
 
 
 def _fire(

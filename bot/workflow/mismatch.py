@@ -5,12 +5,11 @@ from __future__ import annotations
 import logging
 
 from prometheus_client import Counter
-from sqlalchemy import insert
 from sqlalchemy.engine import Engine
 
 from bot.core.events import Event, Source
-from bot.store.models import AUDIT, utcnow
 from bot.workflow.outcome import Outcome
+from bot.workflow.stale import audit_unmoved
 
 log = logging.getLogger(__name__)
 
@@ -41,20 +40,5 @@ def record_mismatch(
         detail,
         extra={"operation_id": operation_id, "correlation_id": correlation_id},
     )
-    with engine.begin() as conn:
-        conn.execute(
-            insert(AUDIT).values(
-                operation_id=operation_id[:36],
-                from_state=state,
-                to_state=state or "-",
-                event=event.value,
-                step=0,
-                version=0,
-                source=Source.WEBHOOK.value,
-                actor=None,
-                correlation_id=correlation_id,
-                detail=detail[:2000],
-                created_at=utcnow(),
-            )
-        )
+    audit_unmoved(engine, operation_id, event, detail, Source.WEBHOOK, state, correlation_id)
     return Outcome(operation_id, stale=detail)

@@ -40,20 +40,35 @@ def record_stale(
         extra={"operation_id": operation_id, "correlation_id": correlation_id},
     )
     if operation_id is not None:
-        with engine.begin() as conn:
-            conn.execute(
-                insert(AUDIT).values(
-                    operation_id=operation_id[:36],
-                    from_state=state,
-                    to_state=state or "-",
-                    event=event.value,
-                    step=0,
-                    version=0,
-                    source=source.value,
-                    actor=None,
-                    correlation_id=correlation_id,
-                    detail=f"stale: {reason}"[:2000],
-                    created_at=utcnow(),
-                )
-            )
+        audit_unmoved(
+            engine, operation_id, event, f"stale: {reason}", source, state, correlation_id
+        )
     return Outcome(operation_id, stale=reason)
+
+
+def audit_unmoved(
+    engine: Engine,
+    operation_id: str,
+    event: Event,
+    detail: str,
+    source: Source,
+    state: str | None,
+    correlation_id: str | None,
+) -> None:
+    """An audit row for an event that moved nothing (version 0), with why."""
+    with engine.begin() as conn:
+        conn.execute(
+            insert(AUDIT).values(
+                operation_id=operation_id[:36],
+                from_state=state,
+                to_state=state or "-",
+                event=event.value,
+                step=0,
+                version=0,
+                source=source.value,
+                actor=None,
+                correlation_id=correlation_id,
+                detail=detail[:2000],
+                created_at=utcnow(),
+            )
+        )

@@ -167,6 +167,19 @@ class Bot:
         self.services.queue.enqueue("jobs.drive.drive", op_id, job_id=f"drive:{op_id}")
         return op_id
 
+    def apply_mr(self, iid: int) -> str:
+        """Registers a person's MR as `/gitops apply` does (MR-first, files from the MR) and
+        runs what is due; the operation id."""
+        op_id = self.request(
+            Flow.MR_FIRST,
+            subject_id=f"{PROJECT}!{iid}",
+            target_key=f"{PROJECT}:main",
+            files=[],
+            mr_iid=iid,
+        )
+        self.settle()
+        return op_id
+
     def approve(self, op_id: str, decision: str = "approved") -> int:
         """The approval system calls back; the HTTP status the bot answered."""
         body, headers = self.approvals.callback(op_id, decision)

@@ -61,15 +61,7 @@ def persons_mr(bot: Bot, content: str = "replicas: 5\n") -> tuple[str, int]:
     mr = bot.gitlab.open_mr(
         PROJECT, "feature/scale", title="Scale to 5", files={"config/prod.yaml": content}
     )
-    op_id = bot.request(
-        Flow.MR_FIRST,
-        subject_id=f"{PROJECT}!{mr.iid}",
-        target_key=f"{PROJECT}:main",
-        files=[],
-        mr_iid=mr.iid,
-    )
-    bot.settle()
-    return op_id, mr.iid
+    return bot.apply_mr(mr.iid), mr.iid
 
 
 def approval_requested(bot: Bot, op_id: str) -> dict[str, Any]:
@@ -269,14 +261,7 @@ def test_reapply_of_a_persons_mr_requests_approval_for_the_new_head(bot: Bot) ->
     bot.approve(op_id)
     bot.settle(advance=60)
     stopped_changed(bot, op_id)
-    again = bot.request(
-        Flow.MR_FIRST,
-        subject_id=f"{PROJECT}!{iid}",
-        target_key=f"{PROJECT}:main",
-        files=[],
-        mr_iid=iid,
-    )
-    bot.settle()
+    again = bot.apply_mr(iid)
     submitted = approval_requested(bot, again)
     assert submitted["ext"]["change"]["head_sha"] == new_head
     bot.approve(again)

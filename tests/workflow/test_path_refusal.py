@@ -65,14 +65,7 @@ def test_a_persons_mr_touching_an_include_is_refused_before_approval(bot: Bot) -
     """`/gitops apply` on an MR whose diff touches a CI include: no approval is requested."""
     seed_ci(bot)
     mr = bot.gitlab.open_mr(PROJECT, "feature/ci", files={"templates/build.yml": "evil: 1\n"})
-    op_id = bot.request(
-        Flow.MR_FIRST,
-        subject_id=f"{PROJECT}!{mr.iid}",
-        target_key=f"{PROJECT}:main",
-        files=[],
-        mr_iid=mr.iid,
-    )
-    bot.settle()
+    op_id = bot.apply_mr(mr.iid)
     bot.pass_pipeline(op_id)
     bot.settle()
     assert "templates/build.yml" in refused(bot, op_id)

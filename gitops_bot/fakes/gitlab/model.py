@@ -61,6 +61,8 @@ class Commit:
     author_id: int
     created_at: datetime
     seq: int
+    #: path -> the newest commit at or below this one that changed it (filled on demand)
+    last_change: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def title(self) -> str:

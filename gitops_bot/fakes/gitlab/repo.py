@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-from collections.abc import Iterable, Mapping
+import heapq
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from .errors import bad_request
@@ -24,17 +25,53 @@ def ancestors(commits: Mapping[str, Commit], sha: str) -> set[str]:
     return seen
 
 
+def _newest_first(
+    commits: Mapping[str, Commit], starts: Mapping[str, int]
+) -> Iterator[tuple[str, int]]:
+    """Walks the history of `starts` (sha -> side bits) newest first, each commit once with the
+    union of the sides that reach it. A commit is newer than its parents (seq), so when one is
+    yielded every descendant of it on the way has been, and its bits are complete."""
+    sides: dict[str, int] = {}
+    heap: list[tuple[int, str]] = []
+    for sha, bits in starts.items():
+        if sha in commits:
+            sides[sha] = sides.get(sha, 0) | bits
+            heapq.heappush(heap, (-commits[sha].seq, sha))
+    seen: set[str] = set()
+    while heap:
+        _, sha = heapq.heappop(heap)
+        if sha in seen:
+            continue
+        seen.add(sha)
+        bits = sides[sha]
+        yield sha, bits
+        for parent in commits[sha].parents:
+            if parent in commits:
+                sides[parent] = sides.get(parent, 0) | bits
+                heapq.heappush(heap, (-commits[parent].seq, parent))
+
+
 def is_ancestor(commits: Mapping[str, Commit], maybe_ancestor: str, sha: str) -> bool:
-    """Whether `maybe_ancestor` is reachable from `sha` (a commit is its own ancestor)."""
-    return maybe_ancestor in ancestors(commits, sha)
+    """Whether `maybe_ancestor` is reachable from `sha` (a commit is its own ancestor); walks
+    only the commits newer than it."""
+    if maybe_ancestor not in commits:
+        return False
+    floor = commits[maybe_ancestor].seq
+    for current, _ in _newest_first(commits, {sha: 1}):
+        if current == maybe_ancestor:
+            return True
+        if commits[current].seq < floor:
+            return False
+    return False
 
 
 def merge_base(commits: Mapping[str, Commit], a: str, b: str) -> str | None:
-    """The newest common ancestor of two commits, or None for unrelated histories."""
-    common = ancestors(commits, a) & ancestors(commits, b)
-    if not common:
-        return None
-    return max(common, key=lambda sha: commits[sha].seq)
+    """The newest common ancestor of two commits, or None for unrelated histories; walks only
+    the commits newer than it."""
+    for sha, bits in _newest_first(commits, {a: 1, b: 2} if a != b else {a: 3}):
+        if bits == 3:
+            return sha
+    return None
 
 
 def diff(base: Mapping[str, str], head: Mapping[str, str]) -> dict[str, str | None]:
@@ -111,9 +148,41 @@ def apply_actions(tree: Mapping[str, str], actions: Iterable[Mapping[str, Any]])
 
 
 def commits_between(commits: Mapping[str, Commit], base: str, head: str) -> list[Commit]:
-    """Commits reachable from `head` but not from `base`, oldest first (`git log base..head`)."""
-    only = ancestors(commits, head) - ancestors(commits, base)
-    return sorted((commits[sha] for sha in only), key=lambda c: c.seq)
+    """Commits reachable from `head` but not from `base`, oldest first (`git log base..head`);
+    the walk stops once every commit still ahead of it is reachable from `base` too."""
+    sides: dict[str, int] = {}
+    heap: list[tuple[int, str]] = []
+    only_ahead = 0  # commits in the heap reached from `head` alone (so far)
+
+    def reach(sha: str, bits: int) -> None:
+        nonlocal only_ahead
+        if sha not in commits:
+            return
+        before = sides.get(sha)
+        after = (before or 0) | bits
+        if before is None:
+            heapq.heappush(heap, (-commits[sha].seq, sha))
+            only_ahead += after == 1
+        elif before == 1 and after != 1:
+            only_ahead -= 1
+        sides[sha] = after
+
+    reach(head, 1)
+    reach(base, 2)
+    found: list[Commit] = []
+    done: set[str] = set()
+    while heap and only_ahead:
+        _, sha = heapq.heappop(heap)
+        if sha in done:
+            continue
+        done.add(sha)
+        bits = sides[sha]
+        if bits == 1:
+            only_ahead -= 1
+            found.append(commits[sha])
+        for parent in commits[sha].parents:
+            reach(parent, bits)
+    return sorted(found, key=lambda c: c.seq)
 
 
 def _hunks(old: str | None, new: str | None) -> str:
@@ -177,9 +246,19 @@ def last_commit_for_path(commits: Mapping[str, Commit], sha: str, path: str) -> 
     """
     current = commits[sha]
     content = current.tree.get(path)
-    while current.parents:
+    walked: list[Commit] = []
+    found = current.sha
+    while True:
+        cached = current.last_change.get(path)
+        if cached is not None:
+            found = cached
+            break
+        walked.append(current)
         same = next((p for p in current.parents if commits[p].tree.get(path) == content), None)
         if same is None:
+            found = current.sha
             break
         current = commits[same]
-    return current.sha
+    for commit in walked:  # a commit never changes: what it found stays true
+        commit.last_change[path] = found
+    return found

@@ -305,6 +305,15 @@ def hooks_check(projects: tuple[str, ...], as_json: bool) -> None:
     sys.exit(ops_hooks.check_status(report))
 
 
+#: What `gitops-bot demo` says when the simulators are not installed.
+DEMO_NEEDS_SIM = (
+    "gitops-bot demo needs the simulators (the GitLab double, approval system and deployment "
+    "pipeline), which the product does not ship: they are the `sim` package of the gitops-bot "
+    "repository. In a checkout, scripts/serve or scripts/test sets up .venv with them, or run "
+    "`pip install -e ./sim` in the environment where gitops-bot is installed."
+)
+
+
 @main.command()
 @click.option("--timeout", type=float, default=120.0, show_default=True, help="Seconds allowed.")
 @click.option("--port", type=int, default=None, help="The bot's port (default: a free one).")
@@ -315,6 +324,11 @@ def demo(timeout: float, port: int | None) -> None:
     submits one change in each step order and prints each move until both are VALIDATED.
     Exits 1 if they are not within --timeout seconds.
     """
-    from gitops_bot import demo as the_demo
-
+    # The simulators are a distribution of their own (sim/), never in the product's wheel.
+    try:
+        from sim import demo as the_demo
+    except ModuleNotFoundError as missing:
+        if missing.name != "sim":
+            raise
+        raise click.ClickException(DEMO_NEEDS_SIM) from None
     sys.exit(the_demo.run(click.echo, port=port, timeout=timeout))

@@ -24,7 +24,7 @@ from bot.gitlab import (
     upsert_status_note,
 )
 from bot.gitlab.approve import approve_once
-from tests.gitlab_double import GitLabDouble
+from sim.gitlab import GitLabDouble
 
 URL = "https://gitlab.example.com"
 OP = "6f1c1c52-8a4e-4c1e-9a57-0d3f3c3f0001"

@@ -18,7 +18,7 @@ from bot.gitlab.protection import (
     judge,
     read_protection,
 )
-from tests.gitlab_double import Access, ApiError, GitLabDouble
+from sim.gitlab import Access, ApiError, GitLabDouble
 
 URL = "https://gitlab.example.com"
 PROJECT = "platform/config"

@@ -27,9 +27,9 @@ from gitops_bot import ops, ops_hooks
 from gitops_bot.cli import main
 from jobs.hooks import last_report
 from jobs.sweep import overdue
+from sim.gitlab import ApiError, GitLabDouble
 from tests.api import FakeQueue
 from tests.builders import OUTBOX, binding_state, count, make_operation, make_request, operation
-from tests.gitlab_double import ApiError, GitLabDouble
 from tests.pages import set_times
 
 GITLAB = "https://gitlab.example.com"

@@ -22,9 +22,9 @@ from bot.core.states import BindingState as S
 from bot.core.states import Flow
 from bot.store.models import AUDIT, OPERATIONS
 from jobs.outbox import dispatch
+from sim.gitlab import Access, Note
 from tests.builders import operation
 from tests.conftest import REDIS_URL
-from tests.gitlab_double import Access, Note
 from tests.workflow.harness import PROJECT, SECRETS, Bot
 
 #: The roles of the matrix: username -> access level on PROJECT (0: not a member).

@@ -9,7 +9,7 @@ from typing import Any
 import gitlab
 import pytest
 
-from tests.gitlab_double import Access, ApiError, GitLabDouble
+from sim.gitlab import Access, ApiError, GitLabDouble
 
 URL = "https://gitlab.example.com"
 PROJECT = "platform/config"

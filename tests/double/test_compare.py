@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import requests
 
-from tests.gitlab_double import Access, GitLabDouble
+from sim.gitlab import Access, GitLabDouble
 
 URL = "https://gitlab.example.com"
 API = f"{URL}/api/v4"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gitops_bot.fakes.gitlab.webhooks import EVENTS, FIXTURES
+from sim.gitlab.webhooks import EVENTS, FIXTURES
 
 SUITE_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 

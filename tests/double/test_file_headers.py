@@ -12,7 +12,7 @@ import requests
 from bot.core.identity import ChangedPath
 from bot.gitlab import Account, Project, make_client
 from bot.gitlab.compare import compare_changes, file_sha256
-from tests.gitlab_double import Access, GitLabDouble
+from sim.gitlab import Access, GitLabDouble
 
 URL = "https://gitlab.example.com"
 API = f"{URL}/api/v4"

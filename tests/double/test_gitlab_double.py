@@ -14,7 +14,7 @@ import requests
 import responses
 from gitlab.v4.objects import Project as GlProject
 
-from tests.gitlab_double import Access, GitLabDouble
+from sim.gitlab import Access, GitLabDouble
 
 URL = "https://gitlab.example.com"
 API = f"{URL}/api/v4"

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import requests
 
-from tests.gitlab_double import Access, ApiError, GitLabDouble
+from sim.gitlab import Access, ApiError, GitLabDouble
 
 URL = "https://gitlab.example.com"
 API = f"{URL}/api/v4/projects/platform%2Fconfig"

@@ -11,7 +11,7 @@ import requests
 
 from bot.core.states import BindingState as S
 from bot.core.states import Flow
-from gitops_bot.fakes.relay import Sent
+from sim.relay import Sent
 from tests.e2e.cluster import wait_until
 from tests.e2e.world import BOT_HOOK, ONE_EACH, PATHS, SECRETS, World
 

@@ -29,10 +29,10 @@ from bot.core.states import BindingState, Flow, Step
 from bot.gitlab.notes import status_marker
 from bot.store.flags import set_flag
 from bot.store.models import AUDIT, BINDINGS, INBOX, OPERATIONS
-from gitops_bot.fakes.approval import FakeApprovalSystem
-from gitops_bot.fakes.deploy import FakeDeployPipeline
-from gitops_bot.fakes.gitlab import GitLabDouble, MergeRequest, Note
-from gitops_bot.fakes.relay import WebhookRelay
+from sim.approval import FakeApprovalSystem
+from sim.deploy import FakeDeployPipeline
+from sim.gitlab import GitLabDouble, MergeRequest, Note
+from sim.relay import WebhookRelay
 from tests.e2e.cluster import BIN, Cluster, free_port, wait_until
 from tests.e2e.names import (
     API_TOKEN,

@@ -12,7 +12,7 @@ from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 
 from bot.store.models import AUDIT, BINDINGS, OPERATIONS, OUTBOX
-from gitops_bot.fakes.gitlab import GitLabDouble, Note
+from sim.gitlab import GitLabDouble, Note
 from tests.e2e.names import AUTHOR, PROJECT, SECRETS
 
 

@@ -29,8 +29,8 @@ from bot.store.models import OUTBOX
 from bot.store.submit import submit
 from jobs import runtime
 from jobs.runtime import Clients
+from sim.gitlab import GitLabDouble, Note
 from tests.builders import PATHS, binding_state, make_request
-from tests.gitlab_double import GitLabDouble, Note
 
 URL = "https://gitlab.example.com"
 APPROVAL_URL = "https://approval.example.com"

@@ -16,8 +16,8 @@ from bot.gitlab.protection import ensure_protection
 from bot.store.flags import all_flags
 from bot.store.models import FLAGS
 from jobs import hooks, runtime
+from sim.gitlab import GitLabDouble
 from tests.builders import make_operation
-from tests.gitlab_double import GitLabDouble
 from tests.pages import Pages
 
 GITLAB = "https://gitlab.example.com"

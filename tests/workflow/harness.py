@@ -23,8 +23,8 @@ from bot.store.submit import NewRequest, submit
 from jobs import runtime
 from jobs.inprocess import InProcess
 from jobs.queue import RQWorkQueue
+from sim.gitlab import GitLabDouble
 from tests.builders import binding_state, operation
-from tests.gitlab_double import GitLabDouble
 from webhooks import create_app
 
 GITLAB = "https://gitlab.example.com"

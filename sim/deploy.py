@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import requests
 
-from gitops_bot.fakes.gitlab import GitLabDouble
-from gitops_bot.fakes.http import Server, Timers, json_response, read_body
+from sim.gitlab import GitLabDouble
+from sim.http import Server, Timers, json_response, read_body
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIEnvironment

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import requests
 
-from gitops_bot.fakes.gitlab import Delivery, GitLabDouble
+from sim.gitlab import Delivery, GitLabDouble
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import requests
 
 from bot.approval.callback import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign
-from gitops_bot.fakes.http import Server, Timers, json_response, read_body, remote_port
+from sim.http import Server, Timers, json_response, read_body, remote_port
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIEnvironment

@@ -31,10 +31,10 @@ from bot.core.labels import label_for
 from bot.core.states import BindingState, Flow
 from bot.store.engine import make_engine
 from bot.store.flags import set_flag
-from gitops_bot.fakes.approval import FakeApprovalSystem
-from gitops_bot.fakes.deploy import FakeDeployPipeline
-from gitops_bot.fakes.gitlab import GitLabDouble
-from gitops_bot.fakes.relay import WebhookRelay
+from sim.approval import FakeApprovalSystem
+from sim.deploy import FakeDeployPipeline
+from sim.gitlab import GitLabDouble
+from sim.relay import WebhookRelay
 
 PROJECT = "demo/platform-config"
 #: The project hook for the bot (the relay sends it to the bot's URL).

@@ -20,8 +20,9 @@ from markupsafe import Markup
 
 from bot.core.inert import defuse_mentions, single_line
 
-#: Where the comment templates live (the repository's top-level templates/).
-TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "templates"
+#: Where the templates live: `bot/templates`, package data in the wheel; in a checkout a link to
+#: the repository's top-level templates/.
+TEMPLATES_DIR = Path(__file__).resolve().parents[1] / "templates"
 #: Longest user-provided text shown (title, names); the rest is cut with an ellipsis.
 TEXT_LIMIT = 300
 

@@ -5,5 +5,7 @@
 `deploy`: the project's CI (check pipelines pass) and deployment pipeline (calls back).
 `relay`: delivers the double's webhooks to the bot, as GitLab's hook sender does.
 
-None of this runs in production; nothing in bot/, webhooks/ or jobs/ imports it.
+None of this runs in production; nothing in bot/, webhooks/ or jobs/ imports it. It is a
+distribution of its own (sim/pyproject.toml, installed editable beside the product by
+scripts/_venv.sh), so the product's wheel never ships it.
 """

@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
 from bot.approval.callback import ApprovalCallback
@@ -17,8 +16,8 @@ from bot.approval.decision import Decision
 from bot.core.events import Event, Source
 from bot.core.states import AWAITING_APPROVAL
 from bot.errors import Conflict, IllegalTransition, NotOwner, UnknownOperation
-from bot.store.fire import fire, load_current
-from bot.store.models import OPERATIONS
+from bot.store.fire import fire
+from bot.store.lookups import change_identity, read_current
 from bot.workflow.mismatch import record_mismatch
 from bot.workflow.outcome import Outcome
 from bot.workflow.stale import record_stale
@@ -47,8 +46,7 @@ def on_approval(engine: Engine, callback: ApprovalCallback, attempts: int = 3) -
         )
     for _ in range(attempts):
         try:
-            with engine.connect() as conn:
-                current = load_current(conn, op_id)
+            current = read_current(engine, op_id)
         except UnknownOperation:
             return record_stale(
                 engine,
@@ -151,10 +149,7 @@ def _mismatch(engine: Engine, callback: ApprovalCallback, values: Mapping[str, A
         return f"MR mismatch: the callback's ext.mrId is !{callback.mr_iid}, not !{mr_iid}"
     if callback.change_digest is None:
         return None
-    with engine.connect() as conn:
-        identity = conn.execute(
-            select(OPERATIONS.c.change_identity).where(OPERATIONS.c.id == callback.operation_id)
-        ).scalar_one_or_none()
+    identity = change_identity(engine, callback.operation_id)
     digest = identity.get("digest") if isinstance(identity, dict) else None
     if isinstance(digest, str) and digest.lower() != callback.change_digest:
         return (

@@ -11,22 +11,18 @@ Version-0 rows keep `count(version > 0) == operation.version`.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sqlalchemy import func, insert, or_, select
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import IntegrityError
 
 from bot.core.commands import Verb
 from bot.core.events import Source
 from bot.core.states import BindingState
-from bot.errors import Conflict
+from bot.store import commands as store
+from bot.store.audit import insert_unmoved, record_unmoved
+from bot.store.commands import MrOperation
 from bot.store.fire import FireResult
-from bot.store.models import AUDIT, BINDINGS, OPERATIONS, utcnow
-
-log = logging.getLogger(__name__)
 
 #: Transactions tried when another writer wins the compare-and-set race.
 ATTEMPTS = 3
@@ -88,58 +84,17 @@ class CommandResult:
     duplicate: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class MrOperation:
-    """The operation an MR carries: its id, state, and whether it still owns its binding."""
-
-    id: str
-    state: BindingState
-    owner: bool
-    mr_opened_by_bot: bool
-    subject_id: str
-    target_key: str
-
-
 # -- reading -------------------------------------------------------------------------------------
 
 
 def mr_operations(conn: Connection, mr: MrRef) -> list[MrOperation]:
     """Every operation this MR carried, the one owning its binding first, then newest first."""
-    query = (
-        select(
-            OPERATIONS.c.id,
-            OPERATIONS.c.mr_opened_by_bot,
-            OPERATIONS.c.subject_id,
-            OPERATIONS.c.target_key,
-            BINDINGS.c.state,
-            BINDINGS.c.operation_id.label("owner_id"),
-        )
-        .join(BINDINGS, BINDINGS.c.id == OPERATIONS.c.binding_id)
-        .where(
-            OPERATIONS.c.mr_iid == mr.iid,
-            or_(OPERATIONS.c.project_id == mr.project_id, OPERATIONS.c.project == mr.project_path),
-        )
-        .order_by(OPERATIONS.c.created_at.desc(), OPERATIONS.c.id)
-    )
-    rows = conn.execute(query).all()
-    found = [
-        MrOperation(
-            r.id,
-            BindingState(r.state),
-            r.owner_id == r.id,
-            bool(r.mr_opened_by_bot),
-            r.subject_id,
-            r.target_key,
-        )
-        for r in rows
-    ]
-    return sorted(found, key=lambda op: not op.owner)  # stable: newest first otherwise
+    return store.mr_operations(conn, mr.project_id, mr.project_path, mr.iid)
 
 
 def mr_operation(engine: Engine, mr: MrRef) -> MrOperation | None:
     """The operation the MR carries now (the owner), else the latest one it carried."""
-    with engine.connect() as conn:
-        found = mr_operations(conn, mr)
+    found = store.mr_operations_of(engine, mr.project_id, mr.project_path, mr.iid)
     return found[0] if found else None
 
 
@@ -151,26 +106,17 @@ def audit_key(engine: Engine, mr: MrRef) -> str:
 
 def previous(engine: Engine, mr: MrRef, note_id: int) -> CommandResult | None:
     """The decision recorded for this note's command, or None when it never ran."""
-    with engine.connect() as conn:
-        return _previous(conn, mr, note_id)
+    return store.in_connection(engine, lambda conn: _previous(conn, mr, note_id))
 
 
 def _previous(conn: Connection, mr: MrRef, note_id: int) -> CommandResult | None:
     keys = [mr.key, *(op.id for op in mr_operations(conn, mr))]
-    row = conn.execute(
-        select(AUDIT.c.operation_id, AUDIT.c.version, AUDIT.c.detail)
-        .where(
-            AUDIT.c.operation_id.in_(keys),
-            AUDIT.c.correlation_id == note_correlation(note_id),
-        )
-        .order_by(AUDIT.c.id)
-        .limit(1)
-    ).one_or_none()
+    row = store.first_note_row(conn, keys, note_correlation(note_id))
     if row is None:
         return None
     detail = str(row.detail or "")
     refused = row.version == 0 and detail.startswith(REFUSED)
-    op_id = None if str(row.operation_id).startswith("mr:") else str(row.operation_id)
+    op_id = None if row.operation_id.startswith("mr:") else row.operation_id
     return CommandResult(
         accepted=not refused,
         reason=detail.removeprefix(REFUSED) if refused else None,
@@ -197,27 +143,29 @@ def audit_row(
     state: BindingState | None = None,
 ) -> None:
     """One version-0 audit row for a command that moved nothing (who, what, decided how)."""
-    conn.execute(
-        insert(AUDIT).values(
-            operation_id=key[:36],
-            from_state=state.value if state else None,
-            to_state=state.value if state else "-",
-            event=f"cmd:{verb}"[:32],
-            step=0,
-            version=0,
-            source=Source.COMMAND.value,
-            actor=actor[:255],
-            correlation_id=correlation_id,
-            detail=detail[:2000],
-            created_at=utcnow(),
-        )
+    insert_unmoved(
+        conn,
+        operation_id=key,
+        event=f"cmd:{verb}",
+        source=Source.COMMAND.value,
+        detail=detail,
+        state=state.value if state else None,
+        actor=actor,
+        correlation_id=correlation_id,
     )
 
 
 def record_ignored(engine: Engine, key: str, verb: str, actor: str, note_id: int, why: str) -> None:
     """Audits a command that never runs (an edit, a system note, the bot's own, from a fork)."""
-    with engine.begin() as conn:
-        audit_row(conn, key, verb, actor, f"{note_correlation(note_id)}:ignored", IGNORED + why)
+    record_unmoved(
+        engine,
+        operation_id=key,
+        event=f"cmd:{verb}",
+        source=Source.COMMAND.value,
+        detail=IGNORED + why,
+        actor=actor,
+        correlation_id=f"{note_correlation(note_id)}:ignored",
+    )
 
 
 Body = Callable[[Connection], CommandResult]
@@ -225,34 +173,14 @@ Body = Callable[[Connection], CommandResult]
 
 def once(engine: Engine, mr: MrRef, inv: Invocation, body: Body) -> CommandResult:
     """Runs `body` in a transaction unless the note's command ran already; retries lost races."""
-    for attempt in range(ATTEMPTS):
-        try:
-            with engine.begin() as conn:
-                _serialise(conn, inv.correlation_id)
-                earlier = _previous(conn, mr, inv.note_id)
-                if earlier is not None:
-                    return earlier
-                return body(conn)
-        except (Conflict, IntegrityError):
-            # someone moved the operation (or took the binding) first: read again, and find
-            # this note's own row if the other writer was a second delivery of it
-            log.info("command raced; trying again", extra={"correlation_id": inv.correlation_id})
-            if attempt == ATTEMPTS - 1:
-                raise
-    raise AssertionError("unreachable")
 
+    def run(conn: Connection) -> CommandResult:
+        earlier = _previous(conn, mr, inv.note_id)
+        if earlier is not None:
+            return earlier
+        return body(conn)
 
-def _serialise(conn: Connection, correlation_id: str) -> None:
-    """Makes a second run of the same note wait for the first one's commit, then see its rows.
-
-    Without it, on PostgreSQL (READ COMMITTED) a second run could find no earlier row and then
-    read the state the first run committed meanwhile, and act again (retry is legal twice in a
-    row). A transaction-scoped advisory lock per note closes that gap; SQLite's IMMEDIATE
-    transactions are serialised already.
-    """
-    if conn.dialect.name == "postgresql":
-        key = func.hashtextextended(f"gitops-bot:{correlation_id}", 0)
-        conn.execute(select(func.pg_advisory_xact_lock(key)))
+    return store.in_note_transaction(engine, inv.correlation_id, run, ATTEMPTS)
 
 
 def refuse_in(conn: Connection, key: str, inv: Invocation, reason: str) -> CommandResult:

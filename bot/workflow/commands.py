@@ -10,22 +10,19 @@ from __future__ import annotations
 
 import time
 
-from sqlalchemy import insert, update
 from sqlalchemy.engine import Connection, Engine
 
 from bot.core.events import Event, Source
 from bot.core.states import FAILED
-from bot.core.table import Effect
 from bot.errors import Conflict, IllegalTransition, InProgress, NotOwner, UnknownOperation
+from bot.store.commands import MrOperation, queue_status_comment
 from bot.store.fire import fire_in, record_outcome
-from bot.store.models import OPERATIONS, OUTBOX, utcnow
 from bot.store.submit import NewRequest, submit_in
 from bot.workflow.command_once import (
     ACCEPTED,
     NO_REQUEST,
     CommandResult,
     Invocation,
-    MrOperation,
     MrRef,
     audit_key,
     audit_row,
@@ -100,21 +97,7 @@ def status(engine: Engine, mr: MrRef, inv: Invocation) -> CommandResult:
         if not found:
             return refuse_in(conn, mr.key, inv, NO_REQUEST)
         op = found[0]
-        now = utcnow()
-        # forget what the comment said last, so it is written even if nothing changed (a person
-        # may have deleted or edited it)
-        conn.execute(
-            update(OPERATIONS).where(OPERATIONS.c.id == op.id).values(status_note_hash=None)
-        )
-        conn.execute(
-            insert(OUTBOX).values(
-                operation_id=op.id,
-                effect=Effect.STATUS_COMMENT.value,
-                attempts=0,
-                next_attempt_at=now,
-                created_at=now,
-            )
-        )
+        queue_status_comment(conn, op.id)
         detail = ACCEPTED + "status comment queued"
         audit_row(conn, op.id, inv.verb.value, inv.actor, inv.correlation_id, detail, op.state)
         return CommandResult(True, operation_id=op.id)

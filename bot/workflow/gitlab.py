@@ -5,16 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import ColumnElement, select
 from sqlalchemy.engine import Engine
 
 from bot.core.events import Event, Source
 from bot.core.states import AWAITING_PIPELINE, BindingState, Step
 from bot.errors import Conflict, IllegalTransition, NotOwner, UnknownOperation
 from bot.ingress.gitlab_events import MergeRequestEvent, PipelineEvent
-from bot.store.fire import Current, fire, load_current
-from bot.store.models import OPERATIONS
-from bot.workflow.lookup import owner_of_mr
+from bot.store.fire import Current, fire
+from bot.store.lookups import mr_owner, mr_owner_with
 from bot.workflow.outcome import Outcome
 from bot.workflow.signals import on_target_pipeline
 from bot.workflow.stale import record_stale
@@ -30,7 +28,7 @@ def on_pipeline(engine: Engine, ev: PipelineEvent, correlation_id: str) -> Outco
     event = _PIPELINE_EVENTS.get(ev.status)
     if event is None:
         return Outcome(None, stale=f"pipeline {ev.status} is not final")
-    found = _owner(engine, ev.project_id, ev.mr_iid, OPERATIONS.c.head_sha)
+    found = _owner(engine, ev.project_id, ev.mr_iid, "head_sha")
     if isinstance(found, Outcome):
         return found
     op_id, head, current = found
@@ -68,8 +66,7 @@ def on_merge_request(engine: Engine, ev: MergeRequestEvent, correlation_id: str)
         return _head_moved(engine, ev)
     if event is None:
         return Outcome(None, stale=f"MR action {ev.action} changes nothing")
-    with engine.connect() as conn:
-        op_id = owner_of_mr(conn, ev.project_id, ev.iid)
+    op_id = mr_owner(engine, ev.project_id, ev.iid)
     if op_id is None:
         return Outcome(None, stale="no operation owns this MR")
     changes = {"merge_commit_sha": ev.merge_commit_sha} if event is Event.MERGED else {}
@@ -78,7 +75,7 @@ def on_merge_request(engine: Engine, ev: MergeRequestEvent, correlation_id: str)
 
 def _head_moved(engine: Engine, ev: MergeRequestEvent) -> Outcome:
     """Nudges the MR's owner in MERGING when the head is not the one it verified."""
-    found = _owner(engine, ev.project_id, ev.iid, OPERATIONS.c.verified_sha)
+    found = _owner(engine, ev.project_id, ev.iid, "verified_sha")
     if isinstance(found, Outcome):
         return found
     op_id, verified, current = found
@@ -88,18 +85,15 @@ def _head_moved(engine: Engine, ev: MergeRequestEvent) -> Outcome:
 
 
 def _owner(
-    engine: Engine, project_id: int, iid: int, column: ColumnElement[Any]
+    engine: Engine, project_id: int, iid: int, column: str
 ) -> tuple[str, Any, Current] | Outcome:
     """The MR's owning operation, one of its columns and what fire() needs; else why not."""
-    with engine.connect() as conn:
-        op_id = owner_of_mr(conn, project_id, iid)
-        if op_id is None:
-            return Outcome(None, stale="no operation owns this MR")
-        value = conn.execute(select(column).where(OPERATIONS.c.id == op_id)).scalar_one_or_none()
-        try:
-            return op_id, value, load_current(conn, op_id)
-        except (UnknownOperation, NotOwner) as exc:
-            return Outcome(op_id, stale=type(exc).__name__)
+    found = mr_owner_with(engine, project_id, iid, column)
+    if found is None:
+        return Outcome(None, stale="no operation owns this MR")
+    if found.current is None:
+        return Outcome(found.operation_id, stale=found.lost)
+    return found.operation_id, found.value, found.current
 
 
 def _fire(

@@ -10,21 +10,19 @@ from __future__ import annotations
 
 import time
 
-from sqlalchemy import select
 from sqlalchemy.engine import Connection, Engine
 
 from bot.core.events import Event, Source
 from bot.core.states import REVERTIBLE, BindingState
 from bot.errors import IllegalTransition, InProgress
+from bot.store.commands import MrOperation, binding_of
 from bot.store.fire import record_outcome
-from bot.store.models import BINDINGS, OPERATIONS
 from bot.store.submit import NewRequest, submit_in
 from bot.workflow.command_once import (
     ACCEPTED,
     NO_REQUEST,
     CommandResult,
     Invocation,
-    MrOperation,
     MrRef,
     audit_row,
     mr_operation,
@@ -54,15 +52,8 @@ def revert(
         raise ValueError("the revert request must name the operation it reverts")
 
     def body(conn: Connection) -> CommandResult:
-        owner_query = (
-            select(BINDINGS.c.operation_id, BINDINGS.c.state)
-            .join(OPERATIONS, OPERATIONS.c.binding_id == BINDINGS.c.id)
-            .where(OPERATIONS.c.id == original_id)
-        )
-        if conn.dialect.name == "postgresql":
-            owner_query = owner_query.with_for_update(of=BINDINGS)
-        binding = conn.execute(owner_query).one()
-        if binding.operation_id != original_id:
+        owner, held_in = binding_of(conn, original_id)
+        if owner != original_id:
             return refuse_in(conn, original_id, inv, "a newer request has replaced this one")
         started = time.perf_counter()
         try:
@@ -78,7 +69,7 @@ def revert(
             )
         except (InProgress, IllegalTransition):
             record_outcome(Event.REVERT, "illegal", started)
-            state = BindingState(binding.state)
+            state = BindingState(held_in)
             reason = f"only a merged change can be reverted; the request is {words(state)}"
             return refuse_in(conn, original_id, inv, reason)
         record_outcome(Event.REVERT, "success", started)

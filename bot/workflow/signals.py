@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from sqlalchemy import insert
 from sqlalchemy.engine import Engine
 
 from bot.core.events import Event, Source
@@ -10,8 +9,8 @@ from bot.errors import IllegalTransition, NotOwner, UnknownOperation
 from bot.ingress.deploy import DeployAuth, DeployCallback
 from bot.ingress.gitlab_events import DeploymentEvent, PipelineEvent
 from bot.store.fire import fire
-from bot.store.models import DEPLOY_SIGNALS, utcnow
-from bot.workflow.lookup import OperationRef, operation_ref, owner_of_merge_commit, owner_of_mr
+from bot.store.lookups import OperationRef, callback_target, merge_commit_owner
+from bot.store.signals import record_signal
 from bot.workflow.mismatch import record_mismatch
 from bot.workflow.outcome import Outcome
 from bot.workflow.stale import record_stale
@@ -20,31 +19,6 @@ from bot.workflow.validate import mark_validated
 #: The status a deploy signal is kept with when its callback did not match its change:
 #: reconciliation uses only "success" signals, so such a row never validates anything.
 MISMATCH = "mismatch"
-
-
-def record_signal(
-    engine: Engine,
-    *,
-    source: str,
-    project_id: str,
-    status: str,
-    mr_iid: int | None = None,
-    operation_id: str | None = None,
-    sha: str | None = None,
-) -> None:
-    """Keeps the signal for reconciliation (a lost or unmatched one is found again later)."""
-    with engine.begin() as conn:
-        conn.execute(
-            insert(DEPLOY_SIGNALS).values(
-                source=source,
-                project_id=project_id,
-                mr_iid=mr_iid,
-                operation_id=operation_id,
-                sha=sha,
-                status=status,
-                received_at=utcnow(),
-            )
-        )
 
 
 def on_deploy_callback(
@@ -57,11 +31,7 @@ def on_deploy_callback(
     with it (`auth`). Otherwise it is a mismatch: audited, counted, kept as a signal that
     reconciliation never uses, and nothing moves.
     """
-    op_id = cb.operation_id
-    with engine.connect() as conn:
-        if op_id is None:
-            op_id = owner_of_mr(conn, cb.project_id, cb.mr_iid)
-        ref = operation_ref(conn, op_id) if op_id is not None else None
+    op_id, ref = callback_target(engine, cb.operation_id, cb.project_id, cb.mr_iid)
     refusal: str | None = None
     if ref is not None:
         if cb.operation_id is not None:
@@ -140,8 +110,7 @@ def on_deployment_event(engine: Engine, ev: DeploymentEvent, correlation_id: str
     )
     if ev.status != "success" or ev.sha is None:
         return Outcome(None, stale=f"deployment {ev.status}")
-    with engine.connect() as conn:
-        op_id = owner_of_merge_commit(conn, ev.project_id, ev.sha)
+    op_id = merge_commit_owner(engine, ev.project_id, ev.sha)
     if op_id is None:
         # it may contain a merge commit without being it: reconciliation compares ancestry
         return Outcome(None, stale="no merge commit is exactly this SHA")
@@ -161,8 +130,7 @@ def on_target_pipeline(engine: Engine, ev: PipelineEvent, correlation_id: str) -
     record_signal(
         engine, source="pipeline", project_id=str(ev.project_id), status=ev.status, sha=ev.sha
     )
-    with engine.connect() as conn:
-        op_id = owner_of_merge_commit(conn, ev.project_id, ev.sha)
+    op_id = merge_commit_owner(engine, ev.project_id, ev.sha)
     if op_id is None:
         return Outcome(None, stale="no merge commit is exactly this SHA")
     return mark_validated(

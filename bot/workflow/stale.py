@@ -5,11 +5,10 @@ from __future__ import annotations
 import logging
 
 from prometheus_client import Counter
-from sqlalchemy import insert
 from sqlalchemy.engine import Engine
 
 from bot.core.events import Event, Source
-from bot.store.models import AUDIT, utcnow
+from bot.store.audit import record_unmoved
 from bot.workflow.outcome import Outcome
 
 log = logging.getLogger(__name__)
@@ -56,19 +55,12 @@ def audit_unmoved(
     correlation_id: str | None,
 ) -> None:
     """An audit row for an event that moved nothing (version 0), with why."""
-    with engine.begin() as conn:
-        conn.execute(
-            insert(AUDIT).values(
-                operation_id=operation_id[:36],
-                from_state=state,
-                to_state=state or "-",
-                event=event.value,
-                step=0,
-                version=0,
-                source=source.value,
-                actor=None,
-                correlation_id=correlation_id,
-                detail=detail[:2000],
-                created_at=utcnow(),
-            )
-        )
+    record_unmoved(
+        engine,
+        operation_id=operation_id,
+        event=event.value,
+        source=source.value,
+        detail=detail,
+        state=state,
+        correlation_id=correlation_id,
+    )

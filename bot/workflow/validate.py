@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import time
 
-from sqlalchemy import select
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
 from bot import metrics
 from bot.core.events import Event, Source
 from bot.core.states import BindingState
 from bot.errors import NotOwner, UnknownOperation
-from bot.store.fire import fire_in, load_current, record_outcome
-from bot.store.models import BINDINGS, OPERATIONS
+from bot.store.fire import Current, FireResult, fire_in, record_outcome
+from bot.store.validate import under_validation_locks
 from bot.workflow.outcome import Outcome
 from bot.workflow.stale import record_stale
 
@@ -27,43 +26,33 @@ def mark_validated(
 ) -> Outcome:
     """Locks operation then binding, flips MERGED -> VALIDATED once; counts it after commit.
 
-    fire() writes binding state and step together, so there is never a lagging step to repair;
-    the locks make a racing callback and reconciliation wait for each other instead of both
-    reading MERGED (one would then lose the CAS and be reported as already validated).
+    The locks (bot/store/validate.py) make a racing callback and reconciliation wait for each
+    other instead of both reading MERGED.
     """
     started = time.perf_counter()
+
+    def body(conn: Connection, current: Current) -> tuple[Current, FireResult | None, str | None]:
+        if current.state is not BindingState.MERGED:
+            state = current.state.value
+            reason = (
+                "already validated"
+                if current.state is BindingState.VALIDATED
+                else f"not merged yet ({state})"
+            )
+            return current, None, reason
+        moved = fire_in(
+            conn,
+            operation_id,
+            Event.DEPLOYED,
+            current=current,
+            source=source,
+            actor=actor,
+            correlation_id=correlation_id,
+        )
+        return current, moved, None
+
     try:
-        with engine.begin() as conn:
-            if conn.dialect.name == "postgresql":
-                conn.execute(
-                    select(OPERATIONS.c.id).where(OPERATIONS.c.id == operation_id).with_for_update()
-                )
-                conn.execute(
-                    select(BINDINGS.c.id)
-                    .where(BINDINGS.c.operation_id == operation_id)
-                    .with_for_update()
-                )
-            current = load_current(conn, operation_id)
-            if current.state is not BindingState.MERGED:
-                state = current.state.value
-                reason = (
-                    "already validated"
-                    if current.state is BindingState.VALIDATED
-                    else f"not merged yet ({state})"
-                )
-                stale: str | None = reason
-                moved = None
-            else:
-                moved = fire_in(
-                    conn,
-                    operation_id,
-                    Event.DEPLOYED,
-                    current=current,
-                    source=source,
-                    actor=actor,
-                    correlation_id=correlation_id,
-                )
-                stale = None
+        current, moved, stale = under_validation_locks(engine, operation_id, body)
     except (UnknownOperation, NotOwner) as exc:
         return record_stale(
             engine,

@@ -26,7 +26,7 @@ from bot.services import Services
 from bot.store.engine import make_engine
 from bot.store.migrate import upgrade
 from bot.store.models import utcnow
-from bot.workflow.signals import record_signal
+from bot.store.signals import record_signal
 from jobs.queue import RQWorkQueue
 from jobs.reconcile import run_reconcile
 from jobs.sweep import run_sweep

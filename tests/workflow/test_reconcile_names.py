@@ -12,7 +12,7 @@ from bot.core.states import BindingState as S
 from bot.store.flags import set_flag
 from bot.store.models import utcnow
 from bot.store.operations import touch
-from bot.workflow.signals import record_signal
+from bot.store.signals import record_signal
 from jobs.reconcile import ReconcileReport, run_reconcile
 from tests.builders import make_operation, operation
 

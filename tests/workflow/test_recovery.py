@@ -131,7 +131,7 @@ def test_deploy_word_before_our_merge_write_is_reconciled(bot: Bot) -> None:
 def test_watermark_only_where_deployments_run_in_merge_order(db, redis) -> None:  # type: ignore[no-untyped-def]
     """A callback for a later MR of the same project validates an earlier one only where the
     project is declared to deploy in merge order."""
-    from bot.workflow.signals import record_signal
+    from bot.store.signals import record_signal
 
     early = make_operation(db, S.MERGED, subject_id="early")
     record_signal(

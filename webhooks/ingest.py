@@ -11,12 +11,12 @@ import time
 
 from flask import Flask, Response, current_app, jsonify, request
 from redis.exceptions import RedisError
-from sqlalchemy.exc import SQLAlchemyError
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from bot.ingress import inbox
 from bot.ingress.group import GroupCommit
 from bot.ingress.inbox import Delivery
+from bot.store.inbox import StoreError
 from webhooks.context import services_of
 from webhooks.metrics import ACK_SECONDS, DELIVERIES
 
@@ -72,7 +72,7 @@ def accept(delivery: Delivery, started: float) -> Response:
     extra = {"delivery_key": delivery.delivery_key, "source": delivery.source}
     try:
         acked = group_of().submit(delivery)
-    except SQLAlchemyError as db_error:
+    except StoreError as db_error:
         try:
             inbox.push_fallback(services.redis, delivery)
         except (RedisError, AttributeError) as redis_error:

@@ -1,7 +1,8 @@
 """The inbox: every delivery stored once (unique on its key) before anything acts on it.
 
 When the database is down a delivery goes to a Redis list instead and is moved into the
-inbox, deduplicated as usual, when the database is back (drain_fallback).
+inbox, deduplicated as usual, when the database is back (drain_fallback). The statements are
+bot/store/inbox.py's; the ones used as they are (mark, attempts, failures) are re-exported here.
 """
 
 from __future__ import annotations
@@ -15,12 +16,44 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from prometheus_client import Counter
-from sqlalchemy import Text, func, literal, select, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Engine
 
-from bot.store.models import INBOX, utcnow
+from bot.store import inbox as table
+from bot.store.inbox import (
+    DIED,
+    MAX_REASON,
+    Attempt,
+    begin_attempt,
+    give_back_attempt,
+    mark,
+    record_failure,
+    unprocessed,
+)
+from bot.store.models import utcnow
+
+__all__ = [
+    "DIED",
+    "FALLBACK_KEY",
+    "FALLBACK_WORK_KEY",
+    "KEPT_HEADERS",
+    "MAX_REASON",
+    "POISON",
+    "Attempt",
+    "Delivery",
+    "Stored",
+    "begin_attempt",
+    "body_key",
+    "drain_fallback",
+    "give_back_attempt",
+    "kept_headers",
+    "mark",
+    "push_fallback",
+    "quarantine_exhausted",
+    "record_failure",
+    "store",
+    "store_many",
+    "unprocessed",
+]
 
 log = logging.getLogger(__name__)
 
@@ -96,37 +129,17 @@ class Stored:
     duplicate: bool
 
 
-def _insert(dialect: str) -> Any:
-    """INSERT ... ON CONFLICT (delivery_key) DO NOTHING RETURNING id, key, built once per dialect.
-
-    Built once and executed with parameters: building it per delivery (values() coercion and
-    the cache key) cost more CPU on the ack path than the round trip.
-    """
-    if dialect not in _INSERTS:
-        insert = pg_insert if dialect == "postgresql" else sqlite_insert
-        _INSERTS[dialect] = (
-            insert(INBOX)
-            .on_conflict_do_nothing(index_elements=["delivery_key"])
-            .returning(INBOX.c.id, INBOX.c.delivery_key)
-        )
-    return _INSERTS[dialect]
-
-
-_INSERTS: dict[str, Any] = {}
-
-
 def _row(delivery: Delivery, received_at: datetime) -> dict[str, Any]:
-    return {
-        "delivery_key": delivery.delivery_key[:255],
-        "source": delivery.source,
-        "event_type": delivery.event_type[:64],
-        "body": delivery.body,
-        "headers": delivery.headers,
-        "status": delivery.status,
-        "reason": delivery.reason,
-        "attempts": 0,
-        "received_at": received_at,
-    }
+    return table.new_row(
+        delivery_key=delivery.delivery_key,
+        source=delivery.source,
+        event_type=delivery.event_type,
+        body=delivery.body,
+        headers=delivery.headers,
+        status=delivery.status,
+        reason=delivery.reason,
+        received_at=received_at,
+    )
 
 
 def store(engine: Engine, delivery: Delivery, received_at: datetime | None = None) -> Stored:
@@ -145,17 +158,11 @@ def store_many(
     when = received_at or utcnow()
     rows: dict[str, dict[str, Any]] = {}
     for delivery in deliveries:
-        rows.setdefault(delivery.delivery_key[:255], _row(delivery, when))
-    # one statement, so autocommit: no BEGIN and COMMIT round trips on the ack path
-    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        params = list(rows.values())
-        # a single row is an execute(), several use SQLAlchemy's insertmanyvalues: one statement
-        stmt = _insert(engine.dialect.name)
-        result = conn.execute(stmt, params[0] if len(params) == 1 else params)
-        inserted = {key: inbox_id for inbox_id, key in result}
+        rows.setdefault(delivery.delivery_key[: table.KEY_LENGTH], _row(delivery, when))
+    inserted = table.insert_new(engine, list(rows.values()))
     results: list[Stored] = []
     for delivery in deliveries:
-        inbox_id = inserted.pop(delivery.delivery_key[:255], None)
+        inbox_id = inserted.pop(delivery.delivery_key[: table.KEY_LENGTH], None)
         results.append(Stored(inbox_id, inbox_id is None))
     return results
 
@@ -183,45 +190,7 @@ def drain_fallback(engine: Engine, redis: Any, limit: int = 1000) -> list[int]:
     return new_ids
 
 
-def unprocessed(
-    engine: Engine, older_than: datetime, limit: int = 1000, max_attempts: int | None = None
-) -> list[int]:
-    """Received deliveries not processed yet (their job was lost, or Redis was down).
-
-    With `max_attempts`, a delivery whose attempts are spent is not among them: it is for
-    quarantine_exhausted, never for another try.
-    """
-    query = (
-        select(INBOX.c.id)
-        .where(INBOX.c.status == "received", INBOX.c.received_at < older_than)
-        .order_by(INBOX.c.id)
-        .limit(limit)
-    )
-    if max_attempts is not None:
-        query = query.where(INBOX.c.attempts < max_attempts)
-    with engine.connect() as conn:
-        return list(conn.execute(query).scalars())
-
-
-def mark(engine: Engine, inbox_id: int, status: str, reason: str | None = None) -> bool:
-    """Records how a delivery was handled; False when it was no longer "received"."""
-    stmt = (
-        update(INBOX)
-        .where(INBOX.c.id == inbox_id, INBOX.c.status == "received")
-        .values(status=status, reason=reason, processed_at=utcnow())
-    )
-    with engine.begin() as conn:
-        return conn.execute(stmt).rowcount == 1
-
-
 # -- poison deliveries: every processing attempt is counted before it runs ---------------------
-
-#: The reason of a delivery quarantined after its last attempt recorded no error (the worker
-#: died, or was killed, while processing it).
-DIED = "no error recorded: the worker stopped while processing it"
-#: Longest error text kept with a delivery.
-MAX_REASON = 2000
-
 
 POISON = Counter(
     "gitops_inbox_poison_total",
@@ -229,80 +198,6 @@ POISON = Counter(
     "(raising, or stopping the worker), by source; the sweep no longer re-enqueues them.",
     ["source"],
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Attempt:
-    """A delivery taken for processing, and which attempt this is (1-based)."""
-
-    source: str
-    event_type: str
-    delivery_key: str
-    body: bytes
-    headers: dict[str, str]
-    number: int
-
-
-def begin_attempt(engine: Engine, inbox_id: int, max_attempts: int) -> Attempt | None:
-    """Counts one processing attempt, committed before any work (so a crash still counts).
-
-    None when the delivery is not "received" any more, or its attempts are spent (the caller
-    then quarantines it).
-    """
-    stmt = (
-        update(INBOX)
-        .where(
-            INBOX.c.id == inbox_id,
-            INBOX.c.status == "received",
-            INBOX.c.attempts < max_attempts,
-        )
-        .values(attempts=INBOX.c.attempts + 1)
-        .returning(
-            INBOX.c.source,
-            INBOX.c.event_type,
-            INBOX.c.delivery_key,
-            INBOX.c.body,
-            INBOX.c.headers,
-            INBOX.c.attempts,
-        )
-    )
-    with engine.begin() as conn:
-        row = conn.execute(stmt).one_or_none()
-    if row is None:
-        return None
-    headers = row.headers if isinstance(row.headers, dict) else {}
-    return Attempt(
-        str(row.source),
-        str(row.event_type),
-        str(row.delivery_key),
-        bytes(row.body),
-        {str(k): str(v) for k, v in headers.items()},
-        int(row.attempts),
-    )
-
-
-def give_back_attempt(engine: Engine, inbox_id: int, error: str) -> None:
-    """Uncounts an attempt that failed on another system's trouble (GitLab or the approval
-    system down): an outage is not the delivery's fault and must not quarantine it. A crash
-    still counts, since nothing runs to give the attempt back."""
-    stmt = (
-        update(INBOX)
-        .where(INBOX.c.id == inbox_id, INBOX.c.status == "received", INBOX.c.attempts > 0)
-        .values(attempts=INBOX.c.attempts - 1, reason=error[:MAX_REASON])
-    )
-    with engine.begin() as conn:
-        conn.execute(stmt)
-
-
-def record_failure(engine: Engine, inbox_id: int, error: str) -> None:
-    """Keeps the error of a failed attempt with the delivery (it stays "received")."""
-    stmt = (
-        update(INBOX)
-        .where(INBOX.c.id == inbox_id, INBOX.c.status == "received")
-        .values(reason=error[:MAX_REASON])
-    )
-    with engine.begin() as conn:
-        conn.execute(stmt)
 
 
 def quarantine_exhausted(
@@ -313,22 +208,7 @@ def quarantine_exhausted(
     One delivery (`inbox_id`) or all of them (the sweep), in one statement; each is counted
     (gitops_inbox_poison_total) by the call that quarantined it. Their (id, source).
     """
-    where = [INBOX.c.status == "received", INBOX.c.attempts >= max_attempts]
-    if inbox_id is not None:
-        where.append(INBOX.c.id == inbox_id)
-    prefix = f"failed {max_attempts} processing attempts; last error: "
-    stmt = (
-        update(INBOX)
-        .where(*where)
-        .values(
-            status="quarantined",
-            reason=literal(prefix, Text()) + func.coalesce(INBOX.c.reason, DIED),
-            processed_at=utcnow(),
-        )
-        .returning(INBOX.c.id, INBOX.c.source)
-    )
-    with engine.begin() as conn:
-        done = [(int(row.id), str(row.source)) for row in conn.execute(stmt)]
+    done = table.quarantine_spent(engine, max_attempts, inbox_id)
     for quarantined_id, source in done:
         POISON.labels(source).inc()
         log.warning(

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Engine
 
 from bot.core.commands import Verb
 from bot.core.events import Source
@@ -23,6 +23,7 @@ from bot.store import commands as store
 from bot.store.audit import insert_unmoved, record_unmoved
 from bot.store.commands import MrOperation
 from bot.store.fire import FireResult
+from bot.store.tx import Tx
 
 #: Transactions tried when another writer wins the compare-and-set race.
 ATTEMPTS = 3
@@ -87,7 +88,7 @@ class CommandResult:
 # -- reading -------------------------------------------------------------------------------------
 
 
-def mr_operations(conn: Connection, mr: MrRef) -> list[MrOperation]:
+def mr_operations(conn: Tx, mr: MrRef) -> list[MrOperation]:
     """Every operation this MR carried, the one owning its binding first, then newest first."""
     return store.mr_operations(conn, mr.project_id, mr.project_path, mr.iid)
 
@@ -109,7 +110,7 @@ def previous(engine: Engine, mr: MrRef, note_id: int) -> CommandResult | None:
     return store.in_connection(engine, lambda conn: _previous(conn, mr, note_id))
 
 
-def _previous(conn: Connection, mr: MrRef, note_id: int) -> CommandResult | None:
+def _previous(conn: Tx, mr: MrRef, note_id: int) -> CommandResult | None:
     keys = [mr.key, *(op.id for op in mr_operations(conn, mr))]
     row = store.first_note_row(conn, keys, note_correlation(note_id))
     if row is None:
@@ -134,7 +135,7 @@ IGNORED = "ignored: "
 
 
 def audit_row(
-    conn: Connection,
+    conn: Tx,
     key: str,
     verb: str,
     actor: str,
@@ -168,13 +169,13 @@ def record_ignored(engine: Engine, key: str, verb: str, actor: str, note_id: int
     )
 
 
-Body = Callable[[Connection], CommandResult]
+Body = Callable[[Tx], CommandResult]
 
 
 def once(engine: Engine, mr: MrRef, inv: Invocation, body: Body) -> CommandResult:
     """Runs `body` in a transaction unless the note's command ran already; retries lost races."""
 
-    def run(conn: Connection) -> CommandResult:
+    def run(conn: Tx) -> CommandResult:
         earlier = _previous(conn, mr, inv.note_id)
         if earlier is not None:
             return earlier
@@ -183,7 +184,7 @@ def once(engine: Engine, mr: MrRef, inv: Invocation, body: Body) -> CommandResul
     return store.in_note_transaction(engine, inv.correlation_id, run, ATTEMPTS)
 
 
-def refuse_in(conn: Connection, key: str, inv: Invocation, reason: str) -> CommandResult:
+def refuse_in(conn: Tx, key: str, inv: Invocation, reason: str) -> CommandResult:
     """Audits a refused command under `key` (inside the note's transaction) and says why."""
     audit_row(conn, key, inv.verb.value, inv.actor, inv.correlation_id, REFUSED + reason)
     return CommandResult(False, reason, None if key.startswith("mr:") else key)

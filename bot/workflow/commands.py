@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Engine
 
 from bot.core.events import Event, Source
 from bot.core.states import FAILED
@@ -18,6 +18,7 @@ from bot.errors import Conflict, IllegalTransition, InProgress, NotOwner, Unknow
 from bot.store.commands import MrOperation, queue_status_comment
 from bot.store.fire import fire_in, record_outcome
 from bot.store.submit import NewRequest, submit_in
+from bot.store.tx import Tx
 from bot.workflow.command_once import (
     ACCEPTED,
     NO_REQUEST,
@@ -62,7 +63,7 @@ __all__ = [
 def refuse(engine: Engine, mr: MrRef, inv: Invocation, reason: str) -> CommandResult:
     """Records a refused command (not allowed, malformed, nothing to act on)."""
 
-    def body(conn: Connection) -> CommandResult:
+    def body(conn: Tx) -> CommandResult:
         return refuse_in(conn, _key(conn, mr), inv, reason)
 
     return once(engine, mr, inv, body)
@@ -71,7 +72,7 @@ def refuse(engine: Engine, mr: MrRef, inv: Invocation, reason: str) -> CommandRe
 def accept(engine: Engine, mr: MrRef, inv: Invocation, detail: str = "") -> CommandResult:
     """Records an accepted command that changes nothing (help)."""
 
-    def body(conn: Connection) -> CommandResult:
+    def body(conn: Tx) -> CommandResult:
         key = _key(conn, mr)
         audit_row(conn, key, inv.verb.value, inv.actor, inv.correlation_id, ACCEPTED + detail)
         return CommandResult(True, operation_id=None if key.startswith("mr:") else key)
@@ -79,7 +80,7 @@ def accept(engine: Engine, mr: MrRef, inv: Invocation, detail: str = "") -> Comm
     return once(engine, mr, inv, body)
 
 
-def _key(conn: Connection, mr: MrRef) -> str:
+def _key(conn: Tx, mr: MrRef) -> str:
     found = mr_operations(conn, mr)
     return found[0].id if found else mr.key
 
@@ -92,7 +93,7 @@ def _detail(inv: Invocation) -> str:
 def status(engine: Engine, mr: MrRef, inv: Invocation) -> CommandResult:
     """Queues a re-render of the MR's status comment (a `status_comment` outbox row)."""
 
-    def body(conn: Connection) -> CommandResult:
+    def body(conn: Tx) -> CommandResult:
         found = mr_operations(conn, mr)
         if not found:
             return refuse_in(conn, mr.key, inv, NO_REQUEST)
@@ -108,7 +109,7 @@ def status(engine: Engine, mr: MrRef, inv: Invocation) -> CommandResult:
 def _move(engine: Engine, mr: MrRef, inv: Invocation, event: Event) -> CommandResult:
     """Fires `event` for the MR's operation as the commenter; refuses what the table refuses."""
 
-    def body(conn: Connection) -> CommandResult:
+    def body(conn: Tx) -> CommandResult:
         found = mr_operations(conn, mr)
         if not found:
             return refuse_in(conn, mr.key, inv, NO_REQUEST)
@@ -155,7 +156,7 @@ def cancel(engine: Engine, mr: MrRef, inv: Invocation) -> CommandResult:
 def apply(engine: Engine, mr: MrRef, inv: Invocation, request: NewRequest) -> CommandResult:
     """Registers the MR as an MR-first request (a re-apply after REJECTED/CLOSED included)."""
 
-    def body(conn: Connection) -> CommandResult:
+    def body(conn: Tx) -> CommandResult:
         found = mr_operations(conn, mr)
         bots = [op for op in found if op.mr_opened_by_bot]
         if bots:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Engine
 
 from bot.core.events import Event, Source
 from bot.core.states import REVERTIBLE, BindingState
@@ -18,6 +18,7 @@ from bot.errors import IllegalTransition, InProgress
 from bot.store.commands import MrOperation, binding_of
 from bot.store.fire import record_outcome
 from bot.store.submit import NewRequest, submit_in
+from bot.store.tx import Tx
 from bot.workflow.command_once import (
     ACCEPTED,
     NO_REQUEST,
@@ -51,7 +52,7 @@ def revert(
     if request.reverts_operation_id != original_id:
         raise ValueError("the revert request must name the operation it reverts")
 
-    def body(conn: Connection) -> CommandResult:
+    def body(conn: Tx) -> CommandResult:
         owner, held_in = binding_of(conn, original_id)
         if owner != original_id:
             return refuse_in(conn, original_id, inv, "a newer request has replaced this one")

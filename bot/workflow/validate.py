@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import time
 
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Engine
 
 from bot import metrics
 from bot.core.events import Event, Source
 from bot.core.states import BindingState
 from bot.errors import NotOwner, UnknownOperation
 from bot.store.fire import Current, FireResult, fire_in, record_outcome
+from bot.store.tx import Tx
 from bot.store.validate import under_validation_locks
 from bot.workflow.outcome import Outcome
 from bot.workflow.stale import record_stale
@@ -31,7 +32,7 @@ def mark_validated(
     """
     started = time.perf_counter()
 
-    def body(conn: Connection, current: Current) -> tuple[Current, FireResult | None, str | None]:
+    def body(conn: Tx, current: Current) -> tuple[Current, FireResult | None, str | None]:
         if current.state is not BindingState.MERGED:
             state = current.state.value
             reason = (

@@ -1,10 +1,30 @@
-"""The work queue as the domain sees it; jobs/ implements it with RQ (or RQ on fakeredis)."""
+"""The work queue as the domain sees it, and the names of the jobs put on it.
+
+jobs/ implements the queue with RQ (or RQ on fakeredis). A job is named by the import path of its
+function, as RQ imports it in the worker; each name is written here once.
+"""
 
 from __future__ import annotations
 
 from typing import Protocol
 
 from bot.errors import TransientError
+
+#: Runs an operation's next step, and the ones after it while it moves (jobs/drive.py).
+DRIVE_JOB = "jobs.drive.drive"
+#: Processes stored deliveries by inbox id (jobs/inbox.py).
+INBOX_JOB = "jobs.inbox.process"
+#: Performs the outbox's due effects: status comments, labels, closes, withdrawals.
+OUTBOX_JOB = "jobs.outbox.dispatch"
+#: Finds what was lost (overdue operations, unprocessed deliveries) and sets it going again.
+SWEEP_JOB = "jobs.sweep.sweep"
+#: Validates merged changes whose deployment word was lost.
+RECONCILE_JOB = "jobs.reconcile.reconcile"
+#: Checks the managed projects' webhooks and the protection of the bot's branches.
+HOOKS_JOB = "jobs.hooks.check"
+#: Seconds between hooks checks (one GitLab call per project); the dashboard calls a result
+#: older than three of them old.
+HOOKS_INTERVAL = 300
 
 
 class QueueUnavailable(TransientError):

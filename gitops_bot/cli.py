@@ -129,8 +129,8 @@ def show(operation_id: str, as_json: bool, as_mermaid: bool) -> None:
     from bot.store.models import utcnow
     from gitops_bot import ops
 
-    with ops.database(Settings.from_env()) as engine:
-        view = ops.load(engine, operation_id)
+    with ops.connected(Settings.from_env()) as services:
+        view = ops.load(services, operation_id)
     now = utcnow()
     if as_json:
         _echo_json(ops.show_json(view, now))
@@ -155,8 +155,8 @@ def list_command(states: tuple[str, ...], limit: int, as_json: bool) -> None:
     from gitops_bot import ops
 
     wanted = [BindingState(s.upper()) for s in states]
-    with ops.database(Settings.from_env()) as engine:
-        views = list_by_state(engine, wanted, limit)
+    with ops.connected(Settings.from_env()) as services:
+        views = list_by_state(services.engine, wanted, limit)
     now = utcnow()
     if as_json:
         _echo_json(ops.list_json(views, now))
@@ -166,11 +166,11 @@ def list_command(states: tuple[str, ...], limit: int, as_json: bool) -> None:
 
 def _operator_action(operation_id: str, event: Event, actor: str | None) -> None:
     from bot.store.models import utcnow
-    from gitops_bot import ops
+    from gitops_bot import ops, ops_act
 
-    with ops.running(Settings.from_env()) as services:
-        acted = ops.act(services, operation_id, event, actor or ops.operator_name(), utcnow())
-    click.echo(ops.acted_text(acted))
+    with ops.connected(Settings.from_env()) as services:
+        acted = ops_act.act(services, operation_id, event, actor or ops.operator_name(), utcnow())
+    click.echo(ops_act.acted_text(acted))
 
 
 _ACTOR = click.option(
@@ -205,23 +205,23 @@ def flags(ctx: click.Context, as_json: bool) -> None:
     """List the dynamic flags (read per use: a change needs no restart); get and set one."""
     if ctx.invoked_subcommand is not None:
         return
-    from gitops_bot import ops
+    from gitops_bot import ops, ops_flags
 
-    with ops.database(Settings.from_env()) as engine:
+    with ops.connected(Settings.from_env()) as services:
         if as_json:
-            _echo_json({key: value for key, value, _ in ops.flag_rows(engine)})
+            _echo_json(ops_flags.flag_values(services))
         else:
-            click.echo(ops.flags_text(engine))
+            click.echo(ops_flags.flags_text(services))
 
 
 @flags.command("get")
 @click.argument("key")
 def flags_get(key: str) -> None:
     """Print one flag's value as JSON."""
-    from gitops_bot import ops
+    from gitops_bot import ops, ops_flags
 
-    with ops.database(Settings.from_env()) as engine:
-        click.echo(ops.as_json(ops.get_value(engine, key)))
+    with ops.connected(Settings.from_env()) as services:
+        click.echo(ops.as_json(ops_flags.get_value(services, key)))
 
 
 @flags.command("set")
@@ -229,10 +229,10 @@ def flags_get(key: str) -> None:
 @click.argument("value")
 def flags_set(key: str, value: str) -> None:
     """Set a flag; VALUE is JSON (`3`, `[[10,6],[30,10]]`), or else taken as text."""
-    from gitops_bot import ops
+    from gitops_bot import ops, ops_flags
 
-    with ops.database(Settings.from_env()) as engine:
-        old, new = ops.set_value(engine, key, value)
+    with ops.connected(Settings.from_env()) as services:
+        old, new = ops_flags.set_value(services, key, value)
     click.echo(f"{key} = {ops.as_json(new)} (was {ops.as_json(old)}); used from the next read on")
 
 
@@ -242,16 +242,16 @@ def flags_set(key: str, value: str) -> None:
 def reconcile_command(dry_run: bool, as_json: bool) -> None:
     """Match merged changes against deployment signals (exact, watermark, unmatched)."""
     from bot.store.models import utcnow
-    from gitops_bot import ops
+    from gitops_bot import ops, ops_reconcile
 
     settings = Settings.from_env()
     now = utcnow()
-    with ops.database(settings) as engine:
-        report, names = ops.reconcile(engine, settings, now, dry_run=dry_run)
+    with ops.connected(settings) as services:
+        report, names = ops_reconcile.reconcile(services, now, dry_run=dry_run)
     if as_json:
-        _echo_json(ops.reconcile_json(report, dry_run))
+        _echo_json(ops_reconcile.reconcile_json(report, dry_run))
     else:
-        click.echo(ops.reconcile_text(report, names, settings, now, dry_run))
+        click.echo(ops_reconcile.reconcile_text(report, names, settings, now, dry_run))
 
 
 @main.group()
@@ -295,9 +295,8 @@ def hooks_check(projects: tuple[str, ...], as_json: bool) -> None:
     from bot.store.models import utcnow
     from gitops_bot import ops, ops_hooks
 
-    settings = Settings.from_env()
-    with ops.database(settings) as engine:
-        report = ops_hooks.check_hooks(engine, settings, projects, utcnow())
+    with ops.connected(Settings.from_env()) as services:
+        report = ops_hooks.check_hooks(services, projects, utcnow())
     if as_json:
         _echo_json(report.as_json())
     else:

@@ -13,7 +13,6 @@ import time
 
 from bot.queueing import QueueUnavailable
 from bot.services import Services
-from jobs import runtime
 from jobs.inprocess import InProcess
 from jobs.schedule import periodic_jobs
 
@@ -30,14 +29,13 @@ class EmbeddedRuntime(threading.Thread):
         super().__init__(name="gitops-embedded", daemon=True)
         self.services = services
         self.tick = tick
-        self.runner = InProcess(services.redis)
+        self.runner = InProcess(services)  # each job runs with these services installed
         self.periodic = periodic_jobs(services.settings)
         self.due = {job.id: 0.0 for job in self.periodic}
         self.stopping = threading.Event()
 
     def run(self) -> None:
         """Ticks until stop() is called."""
-        runtime.use(self.services)
         while not self.stopping.wait(self.tick):
             self.tick_once(time.time())
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy.engine import Engine
-
 from bot.config import Settings
 from bot.gitlab import GitLabError, HookResult, author_account, ensure_hook
 from bot.gitlab.protection import (
@@ -16,8 +14,10 @@ from bot.gitlab.protection import (
     author_identity,
     ensure_protection,
 )
+from bot.services import Services
+from bot.store.hooks import HooksReport
 from gitops_bot.ops import Refused, table
-from jobs.hooks import EVENTS, HooksReport, managed_projects, receiver_url, record, run_check
+from jobs.hooks import EVENTS, managed_projects, receiver_url, record, run_check
 from webhooks.pages import utc
 
 
@@ -84,14 +84,13 @@ def install_text(project: str, result: HookResult) -> str:
     return f"{verb} hook #{result.hook.id} on {project} -> {result.hook.url} ({events})"
 
 
-def check_hooks(
-    engine: Engine, settings: Settings, projects: Sequence[str], now: datetime
-) -> HooksReport:
+def check_hooks(services: Services, projects: Sequence[str], now: datetime) -> HooksReport:
     """Checks the given projects (default: every managed one) and keeps the result."""
+    settings = services.settings
     _needs_gitlab(settings)
-    chosen = list(projects) or managed_projects(engine, settings)
-    report = run_check(author_account(settings), chosen, receiver_url(settings), now)
-    record(engine, report)
+    chosen = list(projects) or managed_projects(services)
+    report = run_check(services.require_clients().author, chosen, receiver_url(settings), now)
+    record(services, report)
     return report
 
 

@@ -1,4 +1,5 @@
-"""Starts the processes: gunicorn for web, and the embedded one-process default."""
+"""Starts the processes: gunicorn for web, the embedded one-process default, the worker and the
+scheduler. Each builds its services once (gitops_bot/wiring.py) and hands them down."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from gunicorn.app.base import BaseApplication
 from bot.config import Settings
 from bot.store.engine import make_engine
 from bot.store.migrate import upgrade
+from gitops_bot.wiring import build_services
 from webhooks import create_app
 
 log = logging.getLogger(__name__)
@@ -30,15 +32,13 @@ class _Gunicorn(BaseApplication):  # type: ignore[misc]
             self.cfg.set(key, value)
 
     def load(self) -> Flask:
-        if not self._embedded:
-            return create_app(self._settings)
-        # one process does everything: the worker thread and the app share the services
-        from gitops_bot.embedded import EmbeddedRuntime
-        from gitops_bot.wiring import build_services
-
         services = build_services(self._settings)
-        EmbeddedRuntime(services).start()
-        return create_app(services=services)
+        if self._embedded:
+            # one process does everything: the worker thread and the app share the services
+            from gitops_bot.embedded import EmbeddedRuntime
+
+            EmbeddedRuntime(services).start()
+        return create_app(services)
 
 
 #: The startup warning when GITOPS_PROJECTS is unset (no allow-list of managed projects).
@@ -98,10 +98,9 @@ def serve(settings: Settings, *, host: str, port: int) -> None:
 
 
 def worker(settings: Settings, *, burst: bool = False) -> bool:
-    """An RQ worker on the bot's queue, running delayed jobs through RQ's own scheduler."""
-    from rq import Queue, SimpleWorker
-
-    from jobs.connection import QUEUE_NAME, make_redis
+    """An RQ worker on the bot's queue, running delayed jobs through RQ's own scheduler; its jobs
+    run on the services built here, once."""
+    from jobs.worker import ServicesWorker
 
     if not settings.redis_url:
         raise SystemExit(
@@ -109,18 +108,16 @@ def worker(settings: Settings, *, burst: bool = False) -> bool:
             "`gitops-bot serve` runs the worker in-process"
         )
     warn_if_unscoped(settings)
-    redis = make_redis(settings)
-    queue = Queue(QUEUE_NAME, connection=redis)
-    # no fork per job: steps are short, and the services (engine pool) are built once per process
-    worker = SimpleWorker([queue], connection=redis)
+    worker = ServicesWorker(build_services(settings))
     return bool(worker.work(with_scheduler=True, burst=burst))
 
 
 def scheduler(settings: Settings) -> None:
-    """rq-scheduler, which enqueues the periodic jobs (sweep, outbox, reconcile)."""
+    """rq-scheduler, which enqueues the periodic jobs (sweep, outbox, reconcile, hooks); it runs
+    none itself, so of its services it uses the Redis connection."""
     from rq_scheduler import Scheduler
 
-    from jobs.connection import QUEUE_NAME, make_redis
+    from jobs.connection import QUEUE_NAME
 
     if not settings.redis_url:
         raise SystemExit(
@@ -145,7 +142,7 @@ def scheduler(settings: Settings) -> None:
                 register(self, settings)
             return super().enqueue_jobs()
 
-    redis = make_redis(settings)
-    scheduler = SelfHealingScheduler(queue_name=QUEUE_NAME, connection=redis, interval=1)
+    services = build_services(settings)
+    scheduler = SelfHealingScheduler(queue_name=QUEUE_NAME, connection=services.redis, interval=1)
     register(scheduler, settings)
     scheduler.run()

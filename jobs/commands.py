@@ -31,7 +31,6 @@ from bot.workflow import commands as run
 from bot.workflow.commands import CommandResult, Invocation, MrRef
 from bot.workflow.outcome import Outcome
 from bot.workflow.overload import QUEUE_FULL, queue_full
-from jobs import runtime
 from jobs.command_facts import (
     Ignored,
     MrFacts,
@@ -52,7 +51,7 @@ def on_note(services: Services, event: NoteEvent) -> Outcome | None:
     """Runs the note's command, if it holds one; None for ordinary comments."""
     if "/gitops" not in event.note and "@" not in event.note:
         return None  # most comments: no GitLab call, no database read
-    author = runtime.clients().author
+    author = services.require_clients().author
     me = author.username()  # a failure raises: the delivery is processed again later
     claimed = parse_command(event.note, me)
     if claimed is None:

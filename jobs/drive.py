@@ -14,10 +14,11 @@ from contextlib import suppress
 from bot.core.events import Event
 from bot.core.next_step import Action, next_action
 from bot.errors import CannotProceed, TransientError, UnknownOperation
-from bot.queueing import QueueUnavailable
+from bot.queueing import DRIVE_JOB, QueueUnavailable
+from bot.services import Services
 from bot.store.models import utcnow
 from bot.store.operations import OperationRow, load, release_lease, take_lease
-from jobs import runtime
+from jobs import context
 from jobs.phases import Ctx, approval, creation, handling
 from jobs.phases.common import advance, short
 from jobs.waits import retry_later
@@ -53,7 +54,7 @@ DECLARED_FAILURE: dict[Action, Event] = {
 
 def drive(operation_id: str, expected_version: int | None = None) -> str:
     """Runs the operation's due steps; what it stopped at. `expected_version`: only if unmoved."""
-    services = runtime.services()
+    services = context.services()
     try:
         op = load(services.engine, operation_id)
     except UnknownOperation:
@@ -65,16 +66,16 @@ def drive(operation_id: str, expected_version: int | None = None) -> str:
     token = take_lease(services.engine, op.id, services.settings.step_timeout)
     if token is None:
         with suppress(QueueUnavailable):  # if Redis is down the deadline brings the sweep
-            services.queue.enqueue_in(BUSY_RETRY, "jobs.drive.drive", op.id)
+            services.queue.enqueue_in(BUSY_RETRY, DRIVE_JOB, op.id)
         return "busy"
     try:
-        return _run(op)
+        return _run(services, op)
     finally:
         release_lease(services.engine, op.id, token)
 
 
-def _run(op: OperationRow) -> str:
-    services, clients = runtime.services(), runtime.clients()
+def _run(services: Services, op: OperationRow) -> str:
+    clients = services.require_clients()
     action = Action.NONE
     for _ in range(MAX_CHAIN):
         action = next_action(op.state, op.step, op.flow)

@@ -6,7 +6,6 @@ import logging
 from collections.abc import Mapping
 
 from prometheus_client import Counter
-from sqlalchemy import select
 
 from bot.approval.callback import parse_callback
 from bot.approval.errors import MalformedCallback
@@ -14,14 +13,14 @@ from bot.errors import TransientError
 from bot.ingress import gitlab_events, inbox
 from bot.ingress.deploy import GLOBAL_SCOPE, SCOPE_HEADER, DeployAuth, parse_deploy
 from bot.ingress.jsonload import Unusable, load_object
-from bot.queueing import QueueUnavailable
+from bot.queueing import DRIVE_JOB, QueueUnavailable
 from bot.services import Services
-from bot.store.models import INBOX
+from bot.store.inbox_jobs import inbox_status
 from bot.workflow.approval import on_approval
 from bot.workflow.gitlab import on_merge_request, on_pipeline
 from bot.workflow.outcome import Outcome
 from bot.workflow.signals import on_deploy_callback, on_deployment_event
-from jobs import runtime
+from jobs import context
 from jobs.commands import on_note
 
 log = logging.getLogger(__name__)
@@ -33,9 +32,6 @@ FAILED_ATTEMPTS = Counter(
     ["source"],
 )
 
-#: The job that runs an operation's next step (jobs/drive.py).
-DRIVE_JOB = "jobs.drive.drive"
-
 
 def process(inbox_id: int, *more: int) -> str:
     """Handles inbox rows once each, in order; returns the statuses they were marked with.
@@ -45,13 +41,14 @@ def process(inbox_id: int, *more: int) -> str:
     failed, and the sweep enqueues the row again while it is still "received" and has
     attempts left; a row whose last attempt failed is quarantined, not raised).
     """
+    services = context.services()
     if not more:
-        return _process_one(runtime.services(), inbox_id)
+        return _process_one(services, inbox_id)
     statuses: list[str] = []
     failure: Exception | None = None
     for one in (inbox_id, *more):
         try:
-            statuses.append(_process_one(runtime.services(), one))
+            statuses.append(_process_one(services, one))
         except Exception as exc:  # raised below, once the others had their turn
             log.exception("processing inbox row %s failed", one, extra={"inbox_id": one})
             failure = failure or exc
@@ -71,14 +68,11 @@ def _process_one(services: Services, inbox_id: int) -> str:
     engine, limit = services.engine, services.settings.inbox_max_attempts
     attempt = inbox.begin_attempt(engine, inbox_id, limit)
     if attempt is None:  # handled already (a duplicate job), gone, or out of attempts
-        with engine.connect() as conn:
-            found = conn.execute(
-                select(INBOX.c.status).where(INBOX.c.id == inbox_id)
-            ).scalar_one_or_none()
+        found = inbox_status(engine, inbox_id)
         if found == "received":  # so its attempts are spent (they only grow)
             inbox.quarantine_exhausted(engine, limit, inbox_id)
             return "quarantined"
-        return "gone" if found is None else str(found)
+        return "gone" if found is None else found
     try:
         outcome = route(
             services,

@@ -3,7 +3,8 @@
 Jobs are taken from the same RQ queue a `gitops-bot worker` would take them from and run in this
 thread, without RQ's worker bookkeeping (births, heartbeats, registries): one process, one
 thread, nothing to supervise. Delayed jobs (`enqueue_in`) are promoted to the queue when due,
-as RQ's scheduler would. A job that raises is logged and kept in `errors`.
+as RQ's scheduler would. Each job runs with the services it was given installed (jobs/context.py).
+A job that raises is logged and kept in `errors`.
 """
 
 from __future__ import annotations
@@ -13,23 +14,25 @@ import time
 import traceback
 from contextlib import suppress
 
-from redis import Redis
 from rq import Queue
 from rq.exceptions import InvalidJobOperation, NoSuchJobError
 from rq.job import Job
 from rq.registry import ScheduledJobRegistry
 
+from bot.services import Services
+from jobs import context
 from jobs.connection import QUEUE_NAME
 
 log = logging.getLogger(__name__)
 
 
 class InProcess:
-    """Promotes due delayed jobs and works the queue in bursts, in this thread."""
+    """Promotes due delayed jobs and works the queue in bursts, in this thread, on `services`."""
 
-    def __init__(self, redis: Redis, queue_name: str = QUEUE_NAME) -> None:
-        self.redis = redis
-        self.queue = Queue(queue_name, connection=redis)
+    def __init__(self, services: Services, queue_name: str = QUEUE_NAME) -> None:
+        self.services = services
+        self.redis = services.redis
+        self.queue = Queue(queue_name, connection=self.redis)
         #: (job function, traceback) of every job that raised
         self.errors: list[tuple[str, str]] = []
 
@@ -50,7 +53,8 @@ class InProcess:
             return False
         job, _ = taken
         try:
-            job.perform()
+            with context.installed(self.services):
+                job.perform()
         except Exception:
             log.exception("job %s failed", job.func_name)
             self.errors.append((job.func_name or "?", traceback.format_exc()))

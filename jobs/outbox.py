@@ -1,12 +1,11 @@
 """The outbox dispatcher: claims due rows, performs their effects after commit, marks them sent.
 
 A short transaction claims due rows by pushing their `next_attempt_at` forward by a lease
-(`FOR UPDATE SKIP LOCKED` on PostgreSQL, so two dispatchers never take the same row; SQLite's
-IMMEDIATE transactions serialise claims anyway). The effects then run with no transaction open,
-through adapters that are safe to repeat: the status comment is found again by its marker and
-edited in place, labels are added and removed in one call, closing a closed MR and withdrawing a
-withdrawn approval are no-ops. A dispatcher that dies mid-way loses nothing: its rows come back
-when the lease runs out.
+(bot/store/outbox.py: `FOR UPDATE SKIP LOCKED` on PostgreSQL, so two dispatchers never take the
+same row). The effects then run with no transaction open, through adapters that are safe to
+repeat: the status comment is found again by its marker and edited in place, labels are added
+and removed in one call, closing a closed MR and withdrawing a withdrawn approval are no-ops. A
+dispatcher that dies mid-way loses nothing: its rows come back when the lease runs out.
 
 Per operation and dispatch there is at most one status-comment write and one labels call,
 however many rows of that effect are due: both render the operation's current state, so a burst
@@ -23,8 +22,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from prometheus_client import Counter
-from sqlalchemy import func, select, update
-from sqlalchemy.engine import Engine
 
 from bot import metrics
 from bot.approval.backoff import backoff
@@ -35,14 +32,14 @@ from bot.errors import CannotProceed, TransientError
 from bot.gitlab import GitLabUnavailable, close_mr, set_labels, unapprove, upsert_status_note
 from bot.gitlab.errors import scrub
 from bot.render.status import StatusView, load_status, render_status
-from bot.store.models import OUTBOX, utcnow
+from bot.services import Clients, Services
+from bot.store.models import utcnow
 from bot.store.operations import touch
-from jobs import runtime
+from bot.store.outbox import LEASE, Claimed, back_off, claim, defer, mark_sent, pending_count
+from jobs import context
 
 log = logging.getLogger(__name__)
 
-#: How long a claim holds its rows: a dispatcher that died gives them back after this.
-LEASE = timedelta(seconds=120)
 #: A dispatch starts no new operation after this much of the lease is used up (real time), so
 #: its rows are done before another dispatcher may take them again.
 WORK_BUDGET_SECONDS = LEASE.total_seconds() / 2
@@ -107,54 +104,15 @@ class DispatchReport:
     released: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class Claimed:
-    """A claimed outbox row."""
-
-    id: int
-    operation_id: str
-    effect: str
-    attempts: int
-
-
-def claim(engine: Engine, limit: int, now: datetime, lease: timedelta = LEASE) -> list[Claimed]:
-    """Takes up to `limit` due rows for this dispatcher by moving them `lease` into the future."""
-    due = (
-        select(OUTBOX.c.id)
-        .where(OUTBOX.c.sent_at.is_(None), OUTBOX.c.next_attempt_at <= now)
-        .order_by(OUTBOX.c.next_attempt_at, OUTBOX.c.id)
-        .limit(limit)
-    )
-    if engine.dialect.name == "postgresql":
-        # rows another dispatcher holds are skipped, not waited for (PostgreSQL docs, SELECT,
-        # "The Locking Clause"); the lock lasts until this short transaction commits
-        due = due.with_for_update(skip_locked=True)
-    taking = (
-        update(OUTBOX)
-        .where(OUTBOX.c.id.in_(due.scalar_subquery()))
-        .values(next_attempt_at=now + lease)
-        .returning(OUTBOX.c.id, OUTBOX.c.operation_id, OUTBOX.c.effect, OUTBOX.c.attempts)
-    )
-    with engine.begin() as conn:
-        rows = conn.execute(taking).all()
-    return sorted(
-        (Claimed(r.id, r.operation_id, r.effect, r.attempts) for r in rows), key=lambda c: c.id
-    )
-
-
-def pending_count(engine: Engine) -> int:
-    """Outbox rows not yet sent (dead ones included: they need a person)."""
-    with engine.connect() as conn:
-        query = select(func.count()).select_from(OUTBOX).where(OUTBOX.c.sent_at.is_(None))
-        return int(conn.execute(query).scalar_one())
-
-
 def dispatch(limit: int = 100, now: datetime | None = None) -> DispatchReport:
     """Claims up to `limit` due rows and performs their effects, one operation at a time."""
-    services = runtime.services()
-    now = now or utcnow()
+    return run_dispatch(context.services(), limit, now or utcnow())
+
+
+def run_dispatch(services: Services, limit: int, now: datetime) -> DispatchReport:
+    """One dispatch over these services at `now`."""
     rows = claim(services.engine, limit, now)
-    run = _Dispatch(services.engine, services.settings.public_url, now, DispatchReport(len(rows)))
+    run = _Dispatch(services, now, DispatchReport(len(rows)))
     by_operation: dict[str, list[Claimed]] = {}
     for row in rows:
         by_operation.setdefault(row.operation_id, []).append(row)
@@ -176,9 +134,11 @@ def dispatch(limit: int = 100, now: datetime | None = None) -> DispatchReport:
 class _Dispatch:
     """One dispatch's state: its clock, what it did, and whether GitLab is being left alone."""
 
-    def __init__(self, engine: Engine, public_url: str, now: datetime, report: DispatchReport):
-        self.engine = engine
-        self.public_url = public_url
+    def __init__(self, services: Services, now: datetime, report: DispatchReport):
+        self.engine = services.engine
+        self.public_url = services.settings.public_url
+        #: asked for clients only by an effect that calls out
+        self._services = services
         self.now = now
         self.report = report
         #: GitLab said "not now": its effects wait until then, without costing an attempt
@@ -229,13 +189,13 @@ class _Dispatch:
         if effect == Effect.WITHDRAW_APPROVAL:
             if view.approval_id is None:
                 return "skipped: no approval request"
-            runtime.clients().approval.withdraw(view.approval_id)
+            self._clients().approval.withdraw(view.approval_id)
             return None
         if effect not in GITLAB_EFFECTS:
             raise CannotProceed(f"unknown outbox effect {effect!r}")
         if view.mr_iid is None:
             return "skipped: no MR yet"
-        project = runtime.clients().author.project(view.gitlab_project)
+        project = self._clients().author.project(view.gitlab_project)
         if effect == Effect.STATUS_COMMENT:
             body = render_status(view, self.public_url)
             digest = hashlib.sha256(body.encode()).hexdigest()
@@ -247,7 +207,7 @@ class _Dispatch:
             touch(self.engine, view.operation_id, status_note_id=note_id, status_note_hash=digest)
         elif effect == Effect.UNAPPROVE:
             # the content changed after approval: GitLab's own rules must not count our approvals
-            unapprove(runtime.clients().approvers, project, view.mr_iid)
+            unapprove(self._clients().approvers, project, view.mr_iid)
         elif effect == Effect.LABELS:
             if not view.owns_binding:
                 # a newer request for the same subject and target owns the MR's label now
@@ -263,13 +223,11 @@ class _Dispatch:
             close_mr(project, view.mr_iid)
         return None
 
+    def _clients(self) -> Clients:
+        return self._services.require_clients()
+
     def _sent(self, rows: Sequence[Claimed], note: str | None, *, performed: bool = False) -> None:
-        with self.engine.begin() as conn:
-            conn.execute(
-                update(OUTBOX)
-                .where(OUTBOX.c.id.in_([r.id for r in rows]), OUTBOX.c.sent_at.is_(None))
-                .values(sent_at=self.now, last_error=note)
-            )
+        mark_sent(self.engine, rows, self.now, note)
         self.report.sent += len(rows)
         if performed:
             self.report.coalesced += len(rows) - 1
@@ -292,16 +250,7 @@ class _Dispatch:
             delay = max(delay, DEAD_RETRY)
             error = "dead: " + error
         until = self.now + delay
-        with self.engine.begin() as conn:
-            conn.execute(
-                update(OUTBOX)
-                .where(OUTBOX.c.id.in_([r.id for r in rows]), OUTBOX.c.sent_at.is_(None))
-                .values(
-                    attempts=OUTBOX.c.attempts + 1,
-                    next_attempt_at=until,
-                    last_error=_cap(error),
-                )
-            )
+        back_off(self.engine, rows, until, _cap(error))
         effect = rows[0].effect
         self.report.failed += len(rows)
         FAILURES_TOTAL.labels(effect).inc(len(rows))
@@ -319,12 +268,7 @@ class _Dispatch:
 
     def _defer(self, rows: Sequence[Claimed], until: datetime) -> None:
         """Puts rows off to `until` without counting an attempt (GitLab asked for a pause)."""
-        with self.engine.begin() as conn:
-            conn.execute(
-                update(OUTBOX)
-                .where(OUTBOX.c.id.in_([r.id for r in rows]), OUTBOX.c.sent_at.is_(None))
-                .values(next_attempt_at=until, last_error="deferred: GitLab was unavailable")
-            )
+        defer(self.engine, rows, until, "deferred: GitLab was unavailable")
         self.report.deferred += len(rows)
 
 

@@ -6,7 +6,7 @@ also names its project and its MR or merge commit, or its project and MR iid, or
 a deployed SHA equal to its merge commit), else by the per-project watermark of MR iids where
 the deployment pipeline runs in merge order. Project paths compare case-insensitively. Only
 "success" signals count (a callback that did not match its change is kept as "mismatch"). Two
-queries per run, whatever the number of rows.
+queries per run, whatever the number of rows (bot/store/reconcile.py).
 """
 
 from __future__ import annotations
@@ -14,17 +14,15 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
 from bot.core.events import Source
-from bot.core.states import BindingState
 from bot.store.flags import get_flag
-from bot.store.models import BINDINGS, DEPLOY_SIGNALS, OPERATIONS, utcnow
+from bot.store.models import utcnow
+from bot.store.reconcile import MergedChange, Signal, merged_and_signals
 from bot.workflow.validate import mark_validated
-from jobs import runtime
+from jobs import context
 
 
 @dataclass
@@ -37,33 +35,23 @@ class ReconcileReport:
     validated: list[str] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
-class _Merged:
-    id: str
-    project: str
-    project_id: int | None
-    mr_iid: int | None
-    merge_commit_sha: str | None
-    merged_at: datetime | None
+def _names(op: MergedChange) -> set[str]:
+    """The project names a signal may use for this operation (paths casefolded)."""
+    return {op.project.casefold()} | ({str(op.project_id)} if op.project_id is not None else set())
 
-    def names(self) -> set[str]:
-        """The project names a signal may use for this operation (paths casefolded)."""
-        return {self.project.casefold()} | (
-            {str(self.project_id)} if self.project_id is not None else set()
-        )
 
-    def agrees(self, signal: Any) -> bool:
-        """True when a signal naming this operation also names its project and its MR or
-        merge commit: one naming another change's project or MR validates nothing."""
-        if str(signal.project_id).casefold() not in self.names():
-            return False
-        same_mr = signal.mr_iid is not None and signal.mr_iid == self.mr_iid
-        return same_mr or (signal.sha is not None and signal.sha == self.merge_commit_sha)
+def _agrees(op: MergedChange, signal: Signal) -> bool:
+    """True when a signal naming this operation also names its project and its MR or merge
+    commit: one naming another change's project or MR validates nothing."""
+    if str(signal.project_id).casefold() not in _names(op):
+        return False
+    same_mr = signal.mr_iid is not None and signal.mr_iid == op.mr_iid
+    return same_mr or (signal.sha is not None and signal.sha == op.merge_commit_sha)
 
 
 def reconcile(now: datetime | None = None, dry_run: bool = False) -> ReconcileReport:
     """One reconciliation run (a periodic job); `dry_run` only reports."""
-    services = runtime.services()
+    services = context.services()
     settings = services.settings
     return run_reconcile(
         services.engine,
@@ -79,34 +67,9 @@ def run_reconcile(
 ) -> ReconcileReport:
     """Reconciliation over this database at `now`."""
     oldest, newest = now - timedelta(seconds=max_age), now - timedelta(seconds=min_age)
-    merged_query = (
-        select(
-            OPERATIONS.c.id,
-            OPERATIONS.c.project,
-            OPERATIONS.c.project_id,
-            OPERATIONS.c.mr_iid,
-            OPERATIONS.c.merge_commit_sha,
-            OPERATIONS.c.merged_at,
-        )
-        .join(BINDINGS, BINDINGS.c.operation_id == OPERATIONS.c.id)
-        .where(
-            BINDINGS.c.state == BindingState.MERGED,
-            OPERATIONS.c.merged_at > oldest,
-            OPERATIONS.c.merged_at < newest,
-        )
-    )
-    signal_query = select(
-        DEPLOY_SIGNALS.c.project_id,
-        DEPLOY_SIGNALS.c.mr_iid,
-        DEPLOY_SIGNALS.c.operation_id,
-        DEPLOY_SIGNALS.c.sha,
-        DEPLOY_SIGNALS.c.received_at,
-    ).where(DEPLOY_SIGNALS.c.status == "success", DEPLOY_SIGNALS.c.received_at > oldest)
-    with engine.connect() as conn:
-        merged = [_Merged(*row) for row in conn.execute(merged_query)]
-        signals = list(conn.execute(signal_query)) if merged else []
+    merged, signals = merged_and_signals(engine, oldest, newest)
     report = ReconcileReport()
-    by_op: dict[str, list[Any]] = defaultdict(list)
+    by_op: dict[str, list[Signal]] = defaultdict(list)
     for s in signals:
         if s.operation_id:
             by_op[s.operation_id].append(s)
@@ -121,19 +84,19 @@ def run_reconcile(
     in_order = {str(name).casefold() for name in flag}
     for op in merged:
         if (
-            any(op.agrees(s) for s in by_op.get(op.id, ()))
-            or any((key, op.mr_iid) in by_mr for key in op.names())
-            or any((key, op.merge_commit_sha) in by_sha for key in op.names())
+            any(_agrees(op, s) for s in by_op.get(op.id, ()))
+            or any((key, op.mr_iid) in by_mr for key in _names(op))
+            or any((key, op.merge_commit_sha) in by_sha for key in _names(op))
         ):
             report.exact.append(op.id)
         elif (
             op.mr_iid is not None
             # the flag may name the project by path or id, and so may the signals: any pairing
-            and op.names() & in_order
+            and _names(op) & in_order
             and any(
                 highest[key][0] > op.mr_iid
                 and (op.merged_at is None or highest[key][1] >= op.merged_at)
-                for key in op.names()
+                for key in _names(op)
             )
         ):
             report.watermark.append(op.id)

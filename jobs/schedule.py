@@ -7,10 +7,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bot.config import Settings
+from bot.queueing import HOOKS_INTERVAL, HOOKS_JOB, OUTBOX_JOB, RECONCILE_JOB, SWEEP_JOB
 from jobs.connection import QUEUE_NAME
-
-#: Seconds between checks of the managed projects' webhooks (one GitLab call per project).
-HOOKS_INTERVAL = 300
 
 
 @dataclass(frozen=True)
@@ -25,10 +23,10 @@ class Periodic:
 def periodic_jobs(settings: Settings) -> list[Periodic]:
     """Every periodic job with its interval from the settings."""
     return [
-        Periodic("gitops-sweep", "jobs.sweep.sweep", settings.sweep_interval),
-        Periodic("gitops-outbox", "jobs.outbox.dispatch", settings.outbox_interval),
-        Periodic("gitops-reconcile", "jobs.reconcile.reconcile", settings.reconcile_interval),
-        Periodic("gitops-hooks", "jobs.hooks.check", HOOKS_INTERVAL),
+        Periodic("gitops-sweep", SWEEP_JOB, settings.sweep_interval),
+        Periodic("gitops-outbox", OUTBOX_JOB, settings.outbox_interval),
+        Periodic("gitops-reconcile", RECONCILE_JOB, settings.reconcile_interval),
+        Periodic("gitops-hooks", HOOKS_JOB, HOOKS_INTERVAL),
     ]
 
 

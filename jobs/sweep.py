@@ -15,32 +15,26 @@ from datetime import datetime, timedelta
 
 from prometheus_client import Counter
 from redis.exceptions import RedisError
-from sqlalchemy import and_, func, or_, select, update
-from sqlalchemy.engine import Engine
 
 from bot.core.events import Event, Source
-from bot.core.states import WAITS, BindingState, WaitKind
+from bot.core.states import BindingState
 from bot.errors import Conflict, IllegalTransition, NotOwner
 from bot.ingress import inbox
-from bot.queueing import QueueUnavailable
+from bot.queueing import DRIVE_JOB, INBOX_JOB, OUTBOX_JOB, QueueUnavailable
 from bot.services import Services
 from bot.store.fire import fire
 from bot.store.flags import get_flag
-from bot.store.models import BINDINGS, OPERATIONS, OUTBOX, utcnow
-from jobs import runtime
+from bot.store.models import utcnow
+from bot.store.outbox import due_count
+from bot.store.sweep import PEOPLE_STATES, overdue, rearm
+from jobs import context
 
 log = logging.getLogger(__name__)
 
 SWEPT = Counter("gitops_sweep_total", "Operations the sweep acted on, by what it did.", ["action"])
 
-#: States whose operations a running step is responsible for (re-driven past the deadline).
-STEP_STATES = tuple(s for s, kind in WAITS.items() if kind in (WaitKind.STEP, WaitKind.PIPELINE))
-#: People decide: re-driven (their status read) but never failed by the sweep.
-PEOPLE_STATES = tuple(s for s, kind in WAITS.items() if kind is WaitKind.PEOPLE)
 #: Deliveries younger than this are left to the job enqueued when they arrived.
 INBOX_GRACE = timedelta(seconds=10)
-#: Rows looked at per run (the rest wait for the next run).
-BATCH = 500
 
 
 @dataclass
@@ -54,40 +48,9 @@ class SweepReport:
     outbox_due: int = 0
 
 
-def overdue(
-    engine: Engine, now: datetime, step_timeout: int, limit: int = BATCH
-) -> list[tuple[str, str, int]]:
-    """(operation id, state, attempts) of operations past their deadline, in one query.
-
-    An operation with no deadline counts as overdue once it has not moved for a step timeout,
-    unless it is pending on purpose (steps 105xx) or waits for people or the deployment.
-    """
-    stale_since = now - timedelta(seconds=step_timeout)
-    query = (
-        select(OPERATIONS.c.id, BINDINGS.c.state, OPERATIONS.c.attempts)
-        .join(BINDINGS, BINDINGS.c.operation_id == OPERATIONS.c.id)
-        .where(
-            BINDINGS.c.state.in_([*STEP_STATES, *PEOPLE_STATES]),
-            or_(
-                OPERATIONS.c.deadline_at < now,
-                and_(
-                    OPERATIONS.c.deadline_at.is_(None),
-                    OPERATIONS.c.updated_at < stale_since,
-                    OPERATIONS.c.step < 10500,
-                ),
-            ),
-        )
-        .order_by(OPERATIONS.c.deadline_at)
-        .limit(limit)
-    )
-    with engine.connect() as conn:
-        return [(r.id, str(r.state), int(r.attempts)) for r in conn.execute(query)]
-
-
 def sweep(now: datetime | None = None) -> SweepReport:
     """One sweep (a periodic job)."""
-    services = runtime.services()
-    return run_sweep(services, now or utcnow())
+    return run_sweep(context.services(), now or utcnow())
 
 
 def run_sweep(services: Services, now: datetime) -> SweepReport:
@@ -102,17 +65,9 @@ def run_sweep(services: Services, now: datetime) -> SweepReport:
         else:
             report.redriven.append(op_id)
     if report.redriven:
-        with engine.begin() as conn:
-            conn.execute(
-                update(OPERATIONS)
-                .where(OPERATIONS.c.id.in_(report.redriven))
-                .values(
-                    attempts=OPERATIONS.c.attempts + 1,
-                    deadline_at=now + timedelta(seconds=settings.step_timeout),
-                )
-            )
+        rearm(engine, report.redriven, now, settings.step_timeout)
     for op_id in report.redriven:
-        _enqueue(services, "jobs.drive.drive", op_id, job_id=f"drive:{op_id}")
+        _enqueue(services, DRIVE_JOB, op_id, job_id=f"drive:{op_id}")
     SWEPT.labels("redriven").inc(len(report.redriven))
     for op_id in report.expired:
         try:
@@ -132,9 +87,9 @@ def run_sweep(services: Services, now: datetime) -> SweepReport:
             log.info("sweep could not expire: %s", exc, extra={"operation_id": op_id})
     report.inbox = _requeue_inbox(services, now)
     report.fallback = _drain_fallback(services)
-    report.outbox_due = _outbox_due(engine, now)
+    report.outbox_due = due_count(engine, now)
     if report.outbox_due:
-        _enqueue(services, "jobs.outbox.dispatch", job_id="outbox-dispatch")
+        _enqueue(services, OUTBOX_JOB, job_id="outbox-dispatch")
     return report
 
 
@@ -151,7 +106,7 @@ def _requeue_inbox(services: Services, now: datetime) -> int:
     inbox.quarantine_exhausted(services.engine, limit)
     ids = inbox.unprocessed(services.engine, older_than=now - INBOX_GRACE, max_attempts=limit)
     for inbox_id in ids:
-        _enqueue(services, "jobs.inbox.process", inbox_id, job_id=f"inbox:{inbox_id}")
+        _enqueue(services, INBOX_JOB, inbox_id, job_id=f"inbox:{inbox_id}")
     return len(ids)
 
 
@@ -163,15 +118,5 @@ def _drain_fallback(services: Services) -> int:
     except RedisError:
         return 0
     for inbox_id in ids:
-        _enqueue(services, "jobs.inbox.process", inbox_id, job_id=f"inbox:{inbox_id}")
+        _enqueue(services, INBOX_JOB, inbox_id, job_id=f"inbox:{inbox_id}")
     return len(ids)
-
-
-def _outbox_due(engine: Engine, now: datetime) -> int:
-    query = (
-        select(func.count())
-        .select_from(OUTBOX)
-        .where(OUTBOX.c.sent_at.is_(None), OUTBOX.c.next_attempt_at <= now)
-    )
-    with engine.connect() as conn:
-        return int(conn.execute(query).scalar_one())

@@ -9,14 +9,13 @@ from typing import Any
 
 from bot.approval.backoff import backoff
 from bot.core.next_step import poll_interval
-from bot.queueing import QueueUnavailable
+from bot.queueing import DRIVE_JOB, QueueUnavailable
 from bot.services import Services
 from bot.store.flags import get_flag
 from bot.store.operations import OperationRow, touch
 
 log = logging.getLogger(__name__)
 
-DRIVE_JOB = "jobs.drive.drive"
 #: A step that failed transiently (GitLab 5xx, a timeout) is retried after 1 s, doubling to a
 #: 60 s cap: GitLab's failures are mostly blips, and a request should move within a minute of
 #: GitLab answering again (a 300 s cap left requests idle for minutes after a run of 5xx).

@@ -4,16 +4,12 @@ from __future__ import annotations
 
 from flask import Flask
 
-from bot.config import Settings
 from bot.services import Services
 
 
-def create_app(settings: Settings | None = None, services: Services | None = None) -> Flask:
-    """Builds the web app; settings come from the environment when not given."""
-    if services is None:
-        from gitops_bot.wiring import build_services
-
-        services = build_services(settings or Settings.from_env())
+def create_app(services: Services) -> Flask:
+    """Builds the web app on the process's services (the composition root, gitops_bot, builds
+    them: `gitops_bot.wsgi:create_app()` for gunicorn, `gitops-bot web` and `serve`)."""
     app = Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = services.settings.max_body_bytes
     app.extensions["gitops"] = services

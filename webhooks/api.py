@@ -15,7 +15,7 @@ from bot.core.events import Event, Source
 from bot.core.managed import is_managed
 from bot.core.states import BindingState, Flow, Step
 from bot.errors import Conflict, IllegalTransition, InProgress, NotOwner, UnknownOperation
-from bot.queueing import QueueUnavailable
+from bot.queueing import DRIVE_JOB, QueueUnavailable
 from bot.services import Services
 from bot.store.fire import FireResult, fire, with_conflict_retry
 from bot.store.flags import get_flag
@@ -46,8 +46,6 @@ log = logging.getLogger(__name__)
 
 bp = Blueprint("api", __name__, url_prefix="/api/v1")
 
-#: The job that carries an operation through its workflow (idempotent; the sweep re-drives too).
-DRIVE_JOB = "jobs.drive.drive"
 #: Who operator actions through the API are recorded as in the audit log.
 OPERATOR_ACTOR = "api"
 

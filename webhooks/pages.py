@@ -23,11 +23,11 @@ from bot.core.diagram import path_diagram
 from bot.core.hints import Hint, hint_for, words
 from bot.core.labels import phase_title
 from bot.core.states import FAILED, IN_FLIGHT, TERMINAL, BindingState, Step
+from bot.queueing import HOOKS_INTERVAL
 from bot.render.status import TEMPLATES_DIR, StatusView, TimelineEntry, load_status
+from bot.store.hooks import HooksReport, last_report
 from bot.store.models import BINDINGS, OPERATIONS, utcnow
 from bot.store.queries import step_name
-from jobs.hooks import HooksReport, last_report
-from jobs.schedule import HOOKS_INTERVAL
 from webhooks.api import bearer_ok
 from webhooks.api_body import OPERATION_ID
 from webhooks.context import services_of

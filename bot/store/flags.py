@@ -68,6 +68,20 @@ def all_flags(engine: Engine) -> dict[str, Any]:
     return {key: stored.get(key, default) for key, default in DEFAULTS.items()}
 
 
+def flag_rows(engine: Engine) -> list[tuple[str, Any, datetime | None]]:
+    """Every flag: (key, current value, when it was set; None while it has its default)."""
+    with engine.connect() as conn:
+        stored = {
+            row.key: (row.value, row.updated_at)
+            for row in conn.execute(
+                select(_flags.c.key, _flags.c.value, _flags.c.updated_at).where(
+                    _flags.c.key.in_(list(DEFAULTS))
+                )
+            )
+        }
+    return [(key, *stored.get(key, (default, None))) for key, default in DEFAULTS.items()]
+
+
 def _tiers(value: Any) -> list[list[int]]:
     if (
         not isinstance(value, list)

@@ -5,9 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from bot.services import Services
+from bot.services import Clients, Services
 from bot.store.operations import OperationRow
-from jobs.runtime import Clients
 
 
 @dataclass(frozen=True)

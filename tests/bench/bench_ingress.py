@@ -271,7 +271,7 @@ def measure(
     try:
         for name, app in (
             ("bare", "tests.bench.bare_app:create_app()"),
-            ("bot", "webhooks:create_app()"),
+            ("bot", "gitops_bot.wsgi:create_app()"),
         ):
             pids: list[int] = []
             with gunicorn(app, env, pids) as port:

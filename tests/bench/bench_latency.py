@@ -90,7 +90,7 @@ def measure(
     answers: dict[int, int] = {}
     left: dict[str, Any] = {}
     try:
-        with gunicorn("webhooks:create_app()", env) as port, requests.Session() as http:
+        with gunicorn("gitops_bot.wsgi:create_app()", env) as port, requests.Session() as http:
             ready = time.monotonic() + 60  # the worker registers itself in Redis when it is up
             redis = Redis.from_url(args.redis)
             while len(redis.smembers("rq:workers")) < args.workers and time.monotonic() < ready:

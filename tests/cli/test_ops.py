@@ -21,12 +21,12 @@ from bot.services import Services
 from bot.store.engine import make_engine
 from bot.store.fire import fire
 from bot.store.flags import DEFAULTS, get_flag
+from bot.store.hooks import last_report
 from bot.store.models import AUDIT, DEPLOY_SIGNALS, utcnow
 from bot.store.submit import submit
+from bot.store.sweep import overdue
 from gitops_bot import ops, ops_hooks
 from gitops_bot.cli import main
-from jobs.hooks import last_report
-from jobs.sweep import overdue
 from sim.gitlab import ApiError, GitLabDouble
 from tests.api import FakeQueue
 from tests.builders import OUTBOX, binding_state, count, make_operation, make_request, operation

@@ -19,7 +19,7 @@ def no_servers(monkeypatch: pytest.MonkeyPatch) -> None:
     """web and serve stop before gunicorn runs or the schema is touched; the worker before RQ."""
     monkeypatch.setattr(runner, "_upgrade_schema", lambda settings: None)
     monkeypatch.setattr(runner._Gunicorn, "run", lambda self: None)
-    monkeypatch.setattr("jobs.connection.make_redis", lambda settings: fakeredis.FakeRedis())
+    monkeypatch.setattr("gitops_bot.wiring.make_redis", lambda settings: fakeredis.FakeRedis())
     monkeypatch.setattr("rq.SimpleWorker.work", lambda self, **kwargs: True)
 
 

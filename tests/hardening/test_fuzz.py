@@ -18,8 +18,8 @@ from sqlalchemy import select
 from bot.ingress.inbox import body_key
 from bot.services import Services
 from bot.store.models import INBOX
+from jobs import context
 from jobs import inbox as inbox_job
-from jobs import runtime
 from tests.ingress.conftest import DEPLOY_SECRET, EVENTS, SECRET, fixture_body
 
 #: Cases per endpoint family; the embedded pass runs the defaults (5,600 in all), the PostgreSQL
@@ -131,11 +131,11 @@ def test_gitlab_hook_survives_mutated_payloads(
         assert row.reason
     if response.status_code == 202:
         assert row is not None
-        runtime.use(services)
+        context.install(services)
         try:
             assert inbox_job.process(row.id) in {"processed", "stale", "ignored", "quarantined"}
         finally:
-            runtime.use(None)
+            context.uninstall()
 
 
 def int_paths(value: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
@@ -154,11 +154,11 @@ def process_stored(services: Services, delivery_key: str) -> str | None:
         row = conn.execute(select(INBOX).where(INBOX.c.delivery_key == delivery_key)).first()
     if row is None:
         return None
-    runtime.use(services)
+    context.install(services)
     try:
         return inbox_job.process(row.id)
     finally:
-        runtime.use(None)
+        context.uninstall()
 
 
 @settings(

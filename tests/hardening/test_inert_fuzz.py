@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 
 from bot.core.states import Flow
 from bot.store.flags import set_flag
-from jobs.outbox import dispatch, pending_count
+from bot.store.outbox import pending_count
+from jobs.outbox import dispatch
 from tests.commands import BOT, PEOPLE, add_people, deliver
 from tests.workflow.harness import PROJECT, Bot
 

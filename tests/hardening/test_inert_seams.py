@@ -8,7 +8,6 @@ from bot.core.inert import NotInert
 from bot.core.states import BindingState as S
 from bot.core.states import Flow
 from bot.gitlab import create_change, upsert_status_note
-from jobs import runtime
 from jobs.outbox import dispatch
 from tests.builders import operation
 from tests.workflow.harness import PROJECT, Bot
@@ -30,7 +29,7 @@ def test_a_status_note_that_is_not_inert_is_never_written(bot: Bot, body: str) -
     op_id = bot.request(Flow.MR_FIRST)
     bot.settle()
     iid = operation(bot.services.engine, op_id)["mr_iid"]
-    project = runtime.clients().author.project(PROJECT)
+    project = bot.services.require_clients().author.project(PROJECT)
     before = _writes(bot)
     with pytest.raises(NotInert):
         upsert_status_note(project, iid, op_id, body)
@@ -39,7 +38,7 @@ def test_a_status_note_that_is_not_inert_is_never_written(bot: Bot, body: str) -
 
 def test_create_change_refuses_a_live_description_before_any_call(bot: Bot) -> None:
     """A description with a `/target_branch` line raises NotInert before GitLab is called."""
-    project = runtime.clients().author.project(PROJECT)
+    project = bot.services.require_clients().author.project(PROJECT)
     before = len(bot.gitlab.calls)
     with pytest.raises(NotInert, match="quick action"):
         create_change(
@@ -57,7 +56,7 @@ def test_create_change_refuses_a_live_description_before_any_call(bot: Bot) -> N
 def test_create_change_makes_the_title_and_commit_subject_inert(bot: Bot) -> None:
     """A title `/label ~x @all` with a bidi override reaches the MR and the commit subject with
     fullwidth look-alikes for the leading `/` and the `@`, and the override shown as [U+202E]."""
-    project = runtime.clients().author.project(PROJECT)
+    project = bot.services.require_clients().author.project(PROJECT)
     ref = create_change(
         project,
         operation_id="op-title",

@@ -1,6 +1,6 @@
 """Slow and oversize requests against a real gunicorn with the production config.
 
-One `gunicorn --config python:webhooks.gunicorn_conf 'webhooks:create_app()'` (the Procfile's
+One `gunicorn --config python:webhooks.gunicorn_conf 'gitops_bot.wsgi:create_app()'` (the Procfile's
 web process) for the module: one worker with two threads, GITOPS_BODY_TIMEOUT=1, a 64 KiB
 body limit, SQLite in a temporary directory. Clients are raw sockets, so a test can stop
 half-way through a request as a slowloris client does; every wait is a socket timeout.
@@ -117,7 +117,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     )
     gunicorn = str(Path(sys.executable).with_name("gunicorn"))
     proc = subprocess.Popen(
-        [gunicorn, "--config", "python:webhooks.gunicorn_conf", "webhooks:create_app()"],
+        [gunicorn, "--config", "python:webhooks.gunicorn_conf", "gitops_bot.wsgi:create_app()"],
         cwd=ROOT,
         env=env,
         stdin=subprocess.DEVNULL,

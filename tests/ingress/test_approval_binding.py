@@ -14,7 +14,7 @@ from bot.core.states import BindingState as S
 from bot.core.states import Flow
 from bot.services import Services
 from bot.store.operations import set_identity_once
-from jobs import runtime
+from jobs import context
 from tests.builders import binding_state, make_operation, operation
 from tests.ingress.test_deploy_binding import audit_details, mismatches
 from tests.ingress.test_guard import run_queued, send_approval
@@ -26,9 +26,9 @@ DIGEST = "a" * 64
 @pytest.fixture(autouse=True)
 def jobs_use(services: Services) -> Iterator[None]:
     """Jobs run on the test's services."""
-    runtime.use(services)
+    context.install(services)
     yield
-    runtime.use(None)
+    context.uninstall()
 
 
 def waiting(services: Services, flow: Flow = Flow.APPROVE_FIRST) -> str:

@@ -18,7 +18,7 @@ from bot.core.states import BindingState as S
 from bot.services import Services
 from bot.store.models import AUDIT, DEPLOY_SIGNALS, utcnow
 from bot.store.operations import touch
-from jobs import runtime
+from jobs import context
 from jobs.reconcile import run_reconcile
 from tests.builders import binding_state, make_operation, operation
 from tests.ingress.conftest import DEPLOY_SECRET
@@ -30,9 +30,9 @@ MERGE_SHA = "f" * 40  # what tests/builders.py merges every change as
 @pytest.fixture(autouse=True)
 def jobs_use(services: Services) -> Iterator[None]:
     """Jobs run on the test's services."""
-    runtime.use(services)
+    context.install(services)
     yield
-    runtime.use(None)
+    context.uninstall()
 
 
 def merged(services: Services, project: str, project_id: int) -> str:

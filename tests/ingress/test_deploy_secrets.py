@@ -21,7 +21,7 @@ from bot.core.states import BindingState as S
 from bot.services import Services
 from bot.store.models import INBOX, utcnow
 from bot.store.operations import touch
-from jobs import runtime
+from jobs import context
 from jobs.reconcile import run_reconcile
 from tests.api import FakeQueue
 from tests.builders import binding_state, make_operation
@@ -48,9 +48,9 @@ def services(db: Engine) -> Services:
 @pytest.fixture(autouse=True)
 def jobs_use(services: Services) -> Iterator[None]:
     """Jobs run on the test's services."""
-    runtime.use(services)
+    context.install(services)
     yield
-    runtime.use(None)
+    context.uninstall()
 
 
 def body(project: object, mr_iid: int = 7, **more: Any) -> bytes:

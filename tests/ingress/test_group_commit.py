@@ -22,8 +22,8 @@ from bot.ingress.group import Acked, GroupCommit
 from bot.ingress.inbox import Delivery
 from bot.services import Services
 from bot.store.models import INBOX
+from jobs import context
 from jobs import inbox as inbox_job
-from jobs import runtime
 from jobs.queue import RQWorkQueue
 from tests.api import FakeQueue
 from tests.ingress.conftest import fixture_body, gitlab_headers
@@ -234,14 +234,14 @@ def test_a_job_of_several_rows_handles_each_even_when_one_fails(
         return "processed"
 
     monkeypatch.setattr(inbox_job, "_process_one", one)
-    runtime.use(services)
+    context.install(services)
     try:
         with pytest.raises(OperationalError):
             inbox_job.process(1, 2, 3)
         assert handled == [1, 3]
         assert inbox_job.process(4, 5) == "processed,processed"
     finally:
-        runtime.use(None)
+        context.uninstall()
 
 
 def test_a_plain_job_reaches_rq_in_one_round_trip(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -17,8 +17,8 @@ from bot.services import Services
 from bot.store.fire import fire
 from bot.store.models import AUDIT, OUTBOX
 from bot.store.submit import submit
+from jobs import context
 from jobs import inbox as inbox_job
-from jobs import runtime
 from tests.builders import binding_state, make_operation, make_request, operation
 from tests.ingress.conftest import DEPLOY_SECRET, fixture_body, gitlab_headers
 from tests.ingress.test_callbacks import approval_callback, signed
@@ -27,9 +27,9 @@ from tests.ingress.test_callbacks import approval_callback, signed
 @pytest.fixture(autouse=True)
 def jobs_use(services: Services) -> Iterator[None]:
     """Jobs run on the test's services."""
-    runtime.use(services)
+    context.install(services)
     yield
-    runtime.use(None)
+    context.uninstall()
 
 
 def run_queued(services: Services) -> list[str]:

@@ -27,8 +27,8 @@ from bot.services import Services
 from bot.store.engine import make_engine
 from bot.store.migrate import upgrade
 from bot.store.models import INBOX, utcnow
+from jobs import context
 from jobs import inbox as inbox_job
-from jobs import runtime
 from jobs.sweep import run_sweep
 from tests.ingress.conftest import DEPLOY_SECRET, fixture_body, gitlab_headers
 
@@ -38,9 +38,9 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture(autouse=True)
 def jobs_use(services: Services) -> Iterator[None]:
     """Jobs run on the test's services."""
-    runtime.use(services)
+    context.install(services)
     yield
-    runtime.use(None)
+    context.uninstall()
 
 
 def row(services: Services, inbox_id: int) -> Any:
@@ -238,7 +238,7 @@ import os, signal, sys
 from bot.config import Settings
 from bot.services import Services
 from bot.store.engine import make_engine
-from jobs import inbox, runtime
+from jobs import context, inbox
 from tests.api import FakeQueue
 
 def killed(*args, **kw):
@@ -246,7 +246,7 @@ def killed(*args, **kw):
 
 inbox.route = killed
 settings = Settings(inbox_max_attempts=2)
-runtime.use(Services(settings=settings, engine=make_engine(sys.argv[1]), queue=FakeQueue()))
+context.install(Services(settings=settings, engine=make_engine(sys.argv[1]), queue=FakeQueue()))
 inbox.process(int(sys.argv[2]))
 """
 

@@ -1,7 +1,8 @@
 """The outbox dispatcher against the GitLab double (on `responses`) and a mocked approval system.
 
-`harness(db)` wires jobs.runtime to the double and yields a `Harness`; `Harness.operation(...)`
-opens a real MR in the double and drives an operation through the table onto it.
+`harness(db)` installs services wired to the double (jobs/context.py) and yields a `Harness`;
+`Harness.operation(...)` opens a real MR in the double and drives an operation through the table
+onto it.
 """
 
 from __future__ import annotations
@@ -23,12 +24,11 @@ from bot.core.labels import SCOPE
 from bot.core.states import BindingState as S
 from bot.core.states import Flow
 from bot.gitlab import Account, ApproveComponent, make_client
-from bot.services import Services
+from bot.services import Clients, Services
 from bot.store.fire import fire
 from bot.store.models import OUTBOX
 from bot.store.submit import submit
-from jobs import runtime
-from jobs.runtime import Clients
+from jobs import context
 from sim.gitlab import GitLabDouble, Note
 from tests.builders import PATHS, binding_state, make_request
 
@@ -167,18 +167,15 @@ def harness(db: Engine) -> Iterator[Harness]:
     approval = ApprovalClient(APPROVAL_URL)
     with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
         double.mount(rsps, base_url=URL)
-        runtime.use(Services(settings=settings, engine=db, queue=NullQueue()))
-        runtime.use_clients(
-            Clients(
-                author=Account(make_client(URL, "author-token", timeout=5.0), "author"),
-                approvers=[],
-                approve=ApproveComponent(),
-                approval=approval,
-            )
+        clients = Clients(
+            author=Account(make_client(URL, "author-token", timeout=5.0), "author"),
+            approvers=[],
+            approve=ApproveComponent(),
+            approval=approval,
         )
+        services = Services(settings=settings, engine=db, queue=NullQueue(), clients=clients)
         try:
-            yield Harness(db, double, rsps)
+            with context.installed(services):
+                yield Harness(db, double, rsps)
         finally:
-            runtime.use(None)
-            runtime.use_clients(None)
             approval.close()

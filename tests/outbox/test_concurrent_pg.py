@@ -12,7 +12,8 @@ from sqlalchemy import insert
 from sqlalchemy.engine import Engine
 
 from bot.store.models import OUTBOX, utcnow
-from jobs.outbox import DispatchReport, claim, dispatch
+from bot.store.outbox import claim
+from jobs.outbox import DispatchReport, dispatch
 from tests.outbox import Harness, harness
 
 pytestmark = pytest.mark.pg

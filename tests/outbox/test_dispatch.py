@@ -17,9 +17,10 @@ from bot.core.states import Flow
 from bot.gitlab import status_marker
 from bot.store.fire import fire
 from bot.store.models import OUTBOX, utcnow
+from bot.store.outbox import LEASE, claim, pending_count
 from bot.store.submit import submit
 from jobs import outbox
-from jobs.outbox import LEASE, MAX_ATTEMPTS, claim, dispatch, pending_count
+from jobs.outbox import MAX_ATTEMPTS, dispatch
 from tests.builders import make_request
 from tests.outbox import APPROVAL_URL, PERSON, PROJECT, Harness, harness
 

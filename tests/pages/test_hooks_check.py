@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 from prometheus_client import REGISTRY
@@ -13,9 +14,11 @@ from bot.approval import ApprovalClient
 from bot.core.states import BindingState as S
 from bot.gitlab import Account, ApproveComponent, make_client
 from bot.gitlab.protection import ensure_protection
+from bot.services import Clients
 from bot.store.flags import all_flags
+from bot.store.hooks import RESULT_KEY
 from bot.store.models import FLAGS
-from jobs import hooks, runtime
+from jobs import context, hooks
 from sim.gitlab import GitLabDouble
 from tests.builders import make_operation
 from tests.pages import Pages
@@ -40,22 +43,24 @@ def double() -> GitLabDouble:
     return gitlab
 
 
+def jobs_on(built: Pages) -> None:
+    """Installs the app's services, with clients to the double, as this process's jobs' own."""
+    clients = Clients(
+        author=Account(make_client(GITLAB, AUTHOR_TOKEN)),
+        approvers=[],
+        approve=ApproveComponent(),
+        approval=ApprovalClient("https://approvals.example.com"),
+    )
+    context.install(replace(built.app.extensions["gitops"], clients=clients))
+
+
 @pytest.fixture
 def pages(db: Engine) -> Iterator[Pages]:
     """The dashboard, with the jobs of this process running on the same services and GitLab."""
     built = Pages.build(db, gitlab_url=GITLAB, gitlab_token=AUTHOR_TOKEN, projects=("ghost/repo",))
-    runtime.use(built.app.extensions["gitops"])
-    runtime.use_clients(
-        runtime.Clients(
-            author=Account(make_client(GITLAB, AUTHOR_TOKEN)),
-            approvers=[],
-            approve=ApproveComponent(),
-            approval=ApprovalClient("https://approvals.example.com"),
-        )
-    )
+    jobs_on(built)
     yield built
-    runtime.use(None)
-    runtime.use_clients(None)
+    context.uninstall()
 
 
 def gauge() -> float | None:
@@ -98,7 +103,7 @@ def test_all_hooks_well_means_no_banner(pages: Pages, double: GitLabDouble, db: 
     """Every hook enabled and every project readable: gauge 0, no banner, and no stray flag."""
     make_operation(db, S.MERGING)
     built = Pages.build(db, gitlab_url=GITLAB, gitlab_token=AUTHOR_TOKEN)
-    runtime.use(built.app.extensions["gitops"])
+    jobs_on(built)
 
     with double.mocked(GITLAB):
         report = hooks.check()
@@ -107,7 +112,7 @@ def test_all_hooks_well_means_no_banner(pages: Pages, double: GitLabDouble, db: 
     assert (report.disabled, report.errors, report.missing) == ([], {}, [])
     assert gauge() == 0
     assert 'id="hooks-banner"' not in built.text("/")
-    assert hooks.RESULT_KEY not in all_flags(db)  # the stored result is not a flag
+    assert RESULT_KEY not in all_flags(db)  # the stored result is not a flag
 
 
 def unprotected_gauge(project: str) -> float | None:
@@ -152,7 +157,7 @@ def test_missing_protection_is_reported_and_ce_fallback_is_not(
     """No gitops/* rule is "not protected"; on CE a Maintainers rule is the accepted fallback."""
     make_operation(db, S.MERGING)
     built = Pages.build(db, gitlab_url=GITLAB, gitlab_token=AUTHOR_TOKEN)
-    runtime.use(built.app.extensions["gitops"])
+    jobs_on(built)
     del double.project(PROJECT).protected_branches["gitops/*"]
 
     with double.mocked(GITLAB):
@@ -177,7 +182,7 @@ def test_an_unreadable_protection_is_an_error_not_a_clean_bill(
     is still reported."""
     make_operation(db, S.MERGING)
     built = Pages.build(db, gitlab_url=GITLAB, gitlab_token=AUTHOR_TOKEN)
-    runtime.use(built.app.extensions["gitops"])
+    jobs_on(built)
     double.disable_hook(PROJECT, next(iter(double.project(PROJECT).hooks)))
     double.fail_next(2, 503, methods="GET", path_contains="/protected_branches/")
 
@@ -206,11 +211,11 @@ def test_dashboard_says_when_gitops_projects_is_unset(db: Engine) -> None:
 
 def test_check_is_skipped_without_a_gitlab_token(db: Engine) -> None:
     """With no GITOPS_GITLAB_TOKEN the job makes no call and stores nothing."""
-    runtime.use(Pages.build(db, gitlab_token="").app.extensions["gitops"])
+    context.install(Pages.build(db, gitlab_token="").app.extensions["gitops"])
     try:
         assert hooks.check() is None
     finally:
-        runtime.use(None)
+        context.uninstall()
     with db.connect() as conn:
         assert conn.execute(select(FLAGS.c.key)).scalars().all() == []
 

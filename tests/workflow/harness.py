@@ -18,9 +18,9 @@ from bot.approval import ApprovalClient, sign
 from bot.config import Settings
 from bot.core.states import BindingState, Flow
 from bot.gitlab import Account, ApproveComponent, make_client
-from bot.services import Services
+from bot.services import Clients, Services
 from bot.store.submit import NewRequest, submit
-from jobs import runtime
+from jobs import context
 from jobs.inprocess import InProcess
 from jobs.queue import RQWorkQueue
 from sim.gitlab import GitLabDouble
@@ -126,11 +126,11 @@ class Bot:
             **settings,
         )
         self.services = Services(
-            settings=self.settings, engine=engine, queue=RQWorkQueue(redis), redis=redis
-        )
-        runtime.use(self.services)
-        runtime.use_clients(
-            runtime.Clients(
+            settings=self.settings,
+            engine=engine,
+            queue=RQWorkQueue(redis),
+            redis=redis,
+            clients=Clients(
                 author=Account(make_client(GITLAB, "author-token"), "author"),
                 approvers=[
                     Account(make_client(GITLAB, f"approver-{n}-token"), f"approver-{n}")
@@ -138,9 +138,10 @@ class Bot:
                 ],
                 approve=ApproveComponent(),
                 approval=ApprovalClient(APPROVAL),
-            )
+            ),
         )
-        self.worker = InProcess(redis)
+        context.install(self.services)  # for the jobs tests call directly
+        self.worker = InProcess(self.services)
         self.app = create_app(services=self.services)
         self.client: FlaskClient = self.app.test_client()
 
@@ -219,5 +220,4 @@ class Bot:
 
     def close(self) -> None:
         """Forgets the process-wide job services."""
-        runtime.use(None)
-        runtime.use_clients(None)
+        context.uninstall()

@@ -1,0 +1,66 @@
+"""The sweep's statements: operations past their deadline, and pushing their deadlines on.
+
+One query finds them and one update re-arms those re-driven, whatever their number (jobs/sweep.py
+decides which are re-driven and which expire).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from sqlalchemy import and_, or_, select, update
+from sqlalchemy.engine import Engine
+
+from bot.core.states import WAITS, WaitKind
+from bot.store.models import BINDINGS, OPERATIONS
+
+#: States whose operations a running step is responsible for (re-driven past the deadline).
+STEP_STATES = tuple(s for s, kind in WAITS.items() if kind in (WaitKind.STEP, WaitKind.PIPELINE))
+#: People decide: re-driven (their status read) but never failed by the sweep.
+PEOPLE_STATES = tuple(s for s, kind in WAITS.items() if kind is WaitKind.PEOPLE)
+#: Rows looked at per run (the rest wait for the next run).
+BATCH = 500
+
+
+def overdue(
+    engine: Engine, now: datetime, step_timeout: int, limit: int = BATCH
+) -> list[tuple[str, str, int]]:
+    """(operation id, state, attempts) of operations past their deadline, in one query.
+
+    An operation with no deadline counts as overdue once it has not moved for a step timeout,
+    unless it is pending on purpose (steps 105xx) or waits for people or the deployment.
+    """
+    stale_since = now - timedelta(seconds=step_timeout)
+    query = (
+        select(OPERATIONS.c.id, BINDINGS.c.state, OPERATIONS.c.attempts)
+        .join(BINDINGS, BINDINGS.c.operation_id == OPERATIONS.c.id)
+        .where(
+            BINDINGS.c.state.in_([*STEP_STATES, *PEOPLE_STATES]),
+            or_(
+                OPERATIONS.c.deadline_at < now,
+                and_(
+                    OPERATIONS.c.deadline_at.is_(None),
+                    OPERATIONS.c.updated_at < stale_since,
+                    OPERATIONS.c.step < 10500,
+                ),
+            ),
+        )
+        .order_by(OPERATIONS.c.deadline_at)
+        .limit(limit)
+    )
+    with engine.connect() as conn:
+        return [(r.id, str(r.state), int(r.attempts)) for r in conn.execute(query)]
+
+
+def rearm(engine: Engine, operation_ids: Sequence[str], now: datetime, step_timeout: int) -> None:
+    """Counts one re-drive of each operation and gives it a step timeout from `now` (one update)."""
+    with engine.begin() as conn:
+        conn.execute(
+            update(OPERATIONS)
+            .where(OPERATIONS.c.id.in_(operation_ids))
+            .values(
+                attempts=OPERATIONS.c.attempts + 1,
+                deadline_at=now + timedelta(seconds=step_timeout),
+            )
+        )

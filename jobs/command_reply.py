@@ -22,13 +22,13 @@ from dataclasses import dataclass
 
 from markupsafe import Markup
 from prometheus_client import Counter
-from sqlalchemy.engine import Engine
 
 from bot.core.commands import DESCRIPTIONS, Command, Rules, Verb
 from bot.core.inert import ensure_inert
 from bot.gitlab import GitLabError, Project, react
 from bot.gitlab.calls import post_json
 from bot.render.status import environment, md_escape
+from bot.services import Services
 from bot.workflow.commands import CommandResult, MrRef
 from bot.workflow.reply_limit import claim_reply
 from jobs.phases.common import short
@@ -102,7 +102,7 @@ def _text(part: str) -> str:
 
 
 def acknowledge(
-    engine: Engine,
+    services: Services,
     project: Project,
     mr: MrRef,
     note_id: int,
@@ -112,10 +112,9 @@ def acknowledge(
     rules: Rules,
     bot_username: str,
     commenter: Commenter,
-    window: float,
 ) -> None:
     """Reacts on the note; replies (refusal, help) only when this run's reaction was new and the
-    commenter's reply window on this MR is open."""
+    commenter's reply window (GITOPS_REPLY_WINDOW) on this MR is open."""
     emoji = ACCEPTED_EMOJI if result.accepted else REFUSED_EMOJI
     extra = {"project_id": mr.project_id, "mr_iid": mr.iid, "note_id": note_id}
     try:
@@ -141,11 +140,11 @@ def acknowledge(
         log.error("reply not posted: %s", exc, extra=extra)
         return
     if not claim_reply(
-        engine,
+        services.engine,
         project_id=mr.project_id,
         mr_iid=mr.iid,
         user_id=commenter.user_id,
-        window=window,
+        window=services.settings.reply_window,
     ):
         REPLIES.labels("held_back").inc()
         log.info("reply held back: one per user and MR per window", extra=extra)

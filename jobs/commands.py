@@ -15,8 +15,6 @@ import logging
 from collections.abc import Mapping
 from typing import assert_never
 
-from sqlalchemy.engine import Engine
-
 from bot.core.commands import Command, Rules, Verb, allowed, parse_command, rules_from
 from bot.core.managed import is_managed
 from bot.core.states import Flow
@@ -64,7 +62,7 @@ def on_note(services: Services, event: NoteEvent) -> Outcome | None:
     ):
         why = "its project is not in GITOPS_PROJECTS"
     if why is not None or event.mr_iid is None:
-        return _ignore(engine, event, claimed.verb.value, event.author_username, why, extra)
+        return _ignore(services, event, claimed.verb.value, event.author_username, why, extra)
     project = author.project(event.project_id)
     actor = event.author_username  # until GitLab says who wrote the note
     try:
@@ -75,10 +73,10 @@ def on_note(services: Services, event: NoteEvent) -> Outcome | None:
             raise Ignored("the comment GitLab holds is not a command")
         facts = read_mr(project, event.mr_iid, services.settings.projects)
     except Ignored as exc:
-        return _ignore(engine, event, claimed.verb.value, actor, str(exc), extra)
+        return _ignore(services, event, claimed.verb.value, actor, str(exc), extra)
     mr = MrRef(facts.project_id, facts.project_path, event.mr_iid)
     inv = Invocation(command.verb, note.author_username, note.id, command.line)
-    rules = _rules(engine)
+    rules = _rules(services)
     result = run.previous(engine, mr, note.id)
     if result is None:
         result = _decide_and_run(services, project, note, facts, command, mr, inv, rules)
@@ -89,7 +87,7 @@ def on_note(services: Services, event: NoteEvent) -> Outcome | None:
         extra={**extra, "operation_id": result.operation_id, "duplicate": result.duplicate},
     )
     acknowledge(
-        engine,
+        services,
         project,
         mr,
         note.id,
@@ -98,7 +96,6 @@ def on_note(services: Services, event: NoteEvent) -> Outcome | None:
         rules=rules,
         bot_username=me,
         commenter=Commenter(note.author_id, note.author_username),
-        window=services.settings.reply_window,
     )
     if result.moved is not None:
         return Outcome(result.operation_id, moved=result.moved)
@@ -108,7 +105,7 @@ def on_note(services: Services, event: NoteEvent) -> Outcome | None:
 
 
 def _ignore(
-    engine: Engine,
+    services: Services,
     event: NoteEvent,
     verb: str,
     actor: str,
@@ -117,22 +114,23 @@ def _ignore(
 ) -> Outcome:
     """Audits a note that never runs (no reaction, no reply) and says so in the log."""
     why = why or "not on a merge request"
-    key = _ignored_key(engine, event)
+    engine = services.engine
+    key = _ignored_key(services, event)
     run.record_ignored(engine, key, verb, actor, event.note_id, why)
     log.info("command ignored: %s", why, extra=extra)
     return Outcome(None, stale=f"command ignored: {why}")
 
 
-def _ignored_key(engine: Engine, event: NoteEvent) -> str:
+def _ignored_key(services: Services, event: NoteEvent) -> str:
     if event.mr_iid is None:
         return f"project:{event.project_id}"
-    return run.audit_key(engine, MrRef(event.project_id, event.project_path, event.mr_iid))
+    return run.audit_key(services.engine, MrRef(event.project_id, event.project_path, event.mr_iid))
 
 
-def _rules(engine: Engine) -> Rules:
+def _rules(services: Services) -> Rules:
     """Who may run what, read per command (a flag change needs no restart)."""
-    levels = get_flag(engine, "commands.min_access")
-    authors = get_flag(engine, "commands.author_may")
+    levels = get_flag(services.engine, "commands.min_access")
+    authors = get_flag(services.engine, "commands.author_may")
     return rules_from(levels if isinstance(levels, dict) else {}, authors or [])
 
 

@@ -18,10 +18,8 @@ from sqlalchemy.engine import Engine
 
 from bot.ingress import inbox
 from bot.ingress.inbox import Delivery, Stored
-from bot.queueing import QueueUnavailable, WorkQueue
+from bot.queueing import INBOX_JOB, QueueUnavailable, WorkQueue
 
-#: The job that processes inbox rows (one or several ids).
-PROCESS_JOB = "jobs.inbox.process"
 #: At most this many deliveries per statement (bounds one commit's size and one job's work).
 MAX_BATCH = 32
 
@@ -121,7 +119,7 @@ class GroupCommit:
         enqueued = True
         if new_ids:
             try:
-                self._queue().enqueue(PROCESS_JOB, *new_ids)
+                self._queue().enqueue(INBOX_JOB, *new_ids)
             except QueueUnavailable:
                 enqueued = False
         for waiter, row in zip(batch, stored, strict=True):

@@ -1,0 +1,219 @@
+"""The operator's commands of `gitops-bot`: show, list, retry, cancel, flags, reconcile, hooks.
+
+Each parses its arguments, runs on the services `ops.connected` builds for it, and prints what
+the logic in gitops_bot/ops*.py returns; cli.py adds them to the `gitops-bot` group.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from bot.config import Settings
+from bot.core.events import Event
+from bot.core.states import BindingState
+
+
+def _echo_json(value: object) -> None:
+    click.echo(json.dumps(value, indent=2, ensure_ascii=False, default=str))
+
+
+@click.command()
+@click.argument("operation_id")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+@click.option("--mermaid", "as_mermaid", is_flag=True, help="Also print the path as Mermaid.")
+def show(operation_id: str, as_json: bool, as_mermaid: bool) -> None:
+    """One request: phase, step, hint, error and its timeline with the time in each state."""
+    from bot.store.models import utcnow
+    from gitops_bot import ops
+
+    with ops.connected(Settings.from_env()) as services:
+        view = ops.load(services, operation_id)
+    now = utcnow()
+    if as_json:
+        _echo_json(ops.show_json(view, now))
+    else:
+        click.echo(ops.show_text(view, now, diagram=as_mermaid))
+
+
+@click.command("list")
+@click.option(
+    "--state",
+    "states",
+    multiple=True,
+    type=click.Choice([s.value for s in BindingState], case_sensitive=False),
+    help="Only these states (repeat for several); default: all.",
+)
+@click.option("--limit", type=click.IntRange(1, 1000), default=100, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+def list_command(states: tuple[str, ...], limit: int, as_json: bool) -> None:
+    """Current requests (those owning their subject and target), newest first."""
+    from bot.store.models import utcnow
+    from bot.store.queries import list_by_state
+    from gitops_bot import ops
+
+    wanted = [BindingState(s.upper()) for s in states]
+    with ops.connected(Settings.from_env()) as services:
+        views = list_by_state(services.engine, wanted, limit)
+    now = utcnow()
+    if as_json:
+        _echo_json(ops.list_json(views, now))
+    else:
+        click.echo(ops.list_text(views, now))
+
+
+def _operator_action(operation_id: str, event: Event, actor: str | None) -> None:
+    from bot.store.models import utcnow
+    from gitops_bot import ops, ops_act
+
+    with ops.connected(Settings.from_env()) as services:
+        acted = ops_act.act(services, operation_id, event, actor or ops.operator_name(), utcnow())
+    click.echo(ops_act.acted_text(acted))
+
+
+_ACTOR = click.option(
+    "--actor", default=None, help="Recorded in the audit log (default cli:$USER)."
+)
+
+
+@click.command()
+@click.argument("operation_id")
+@_ACTOR
+def retry(operation_id: str, actor: str | None) -> None:
+    """Re-run the step where the request stopped (every step is safe to run again).
+
+    The step a retry starts at is the one the transition table names for the current state;
+    there is no --step: any other step would be a state write the table does not allow.
+    """
+    _operator_action(operation_id, Event.RETRY, actor)
+
+
+@click.command()
+@click.argument("operation_id")
+@_ACTOR
+def cancel(operation_id: str, actor: str | None) -> None:
+    """Close the request: its approval is withdrawn and the bot's MR closed."""
+    _operator_action(operation_id, Event.CANCEL, actor)
+
+
+@click.group(invoke_without_command=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+@click.pass_context
+def flags(ctx: click.Context, as_json: bool) -> None:
+    """List the dynamic flags (read per use: a change needs no restart); get and set one."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from gitops_bot import ops, ops_flags
+
+    with ops.connected(Settings.from_env()) as services:
+        if as_json:
+            _echo_json(ops_flags.flag_values(services))
+        else:
+            click.echo(ops_flags.flags_text(services))
+
+
+@flags.command("get")
+@click.argument("key")
+def flags_get(key: str) -> None:
+    """Print one flag's value as JSON."""
+    from gitops_bot import ops, ops_flags
+
+    with ops.connected(Settings.from_env()) as services:
+        click.echo(ops.as_json(ops_flags.get_value(services, key)))
+
+
+@flags.command("set")
+@click.argument("key")
+@click.argument("value")
+def flags_set(key: str, value: str) -> None:
+    """Set a flag; VALUE is JSON (`3`, `[[10,6],[30,10]]`), or else taken as text."""
+    from gitops_bot import ops, ops_flags
+
+    with ops.connected(Settings.from_env()) as services:
+        old, new = ops_flags.set_value(services, key, value)
+    click.echo(f"{key} = {ops.as_json(new)} (was {ops.as_json(old)}); used from the next read on")
+
+
+@click.command("reconcile")
+@click.option("--dry-run", is_flag=True, help="Only report what would be validated.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+def reconcile_command(dry_run: bool, as_json: bool) -> None:
+    """Match merged changes against deployment signals (exact, watermark, unmatched)."""
+    from bot.store.models import utcnow
+    from gitops_bot import ops, ops_reconcile
+
+    settings = Settings.from_env()
+    now = utcnow()
+    with ops.connected(settings) as services:
+        report, names = ops_reconcile.reconcile(services, now, dry_run=dry_run)
+    if as_json:
+        _echo_json(ops_reconcile.reconcile_json(report, dry_run))
+    else:
+        click.echo(ops_reconcile.reconcile_text(report, names, settings, now, dry_run))
+
+
+@click.group()
+def hooks() -> None:
+    """The managed projects' GitLab webhooks to the bot."""
+
+
+@hooks.command("install")
+@click.argument("project")
+@click.option(
+    "--url", default=None, help="Receiver URL (default $GITOPS_PUBLIC_URL/webhooks/gitlab)."
+)
+def hooks_install(project: str, url: str | None) -> None:
+    """Create or update PROJECT's hook (MR, pipeline, note, deployment events) and protect
+    gitops/* so only the bot's author account pushes and merges there; idempotent.
+
+    Exit 1 when either cannot be done as needed."""
+    from gitops_bot import ops_hooks
+
+    settings = Settings.from_env()
+    result, _ = ops_hooks.install_hook(settings, project, url)
+    click.echo(ops_hooks.install_text(project, result))
+    if result.disabled:
+        click.echo(
+            "warning: GitLab still shows the hook disabled; send a test event from the "
+            "project's webhook settings to re-enable it",
+            err=True,
+        )
+    protected, username = ops_hooks.protect_branches(settings, project)
+    click.echo(ops_hooks.protect_text(project, protected, username))
+    if not protected.verdict.ok:
+        sys.exit(1)
+
+
+@hooks.command("check")
+@click.option("--project", "projects", multiple=True, help="Only these (default: all managed).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+def hooks_check(projects: tuple[str, ...], as_json: bool) -> None:
+    """Report hooks GitLab disabled after failed deliveries and projects whose gitops/* is not
+    protected (exit 1; 2: a project unreadable)."""
+    from bot.store.models import utcnow
+    from gitops_bot import ops, ops_hooks
+
+    with ops.connected(Settings.from_env()) as services:
+        report = ops_hooks.check_hooks(services, projects, utcnow())
+    if as_json:
+        _echo_json(report.as_json())
+    else:
+        click.echo(ops_hooks.check_text(report))
+    sys.exit(ops_hooks.check_status(report))
+
+
+#: What `gitops-bot demo` says when the simulators are not installed.
+
+
+#: The commands cli.py adds to `gitops-bot`.
+COMMANDS: tuple[click.Command, ...] = (
+    show,
+    list_command,
+    retry,
+    cancel,
+    flags,
+    reconcile_command,
+    hooks,
+)

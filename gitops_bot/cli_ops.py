@@ -169,18 +169,18 @@ def hooks_install(project: str, url: str | None) -> None:
     gitops/* so only the bot's author account pushes and merges there; idempotent.
 
     Exit 1 when either cannot be done as needed."""
-    from gitops_bot import ops_hooks
+    from gitops_bot import ops, ops_hooks
 
-    settings = Settings.from_env()
-    result, _ = ops_hooks.install_hook(settings, project, url)
-    click.echo(ops_hooks.install_text(project, result))
-    if result.disabled:
-        click.echo(
-            "warning: GitLab still shows the hook disabled; send a test event from the "
-            "project's webhook settings to re-enable it",
-            err=True,
-        )
-    protected, username = ops_hooks.protect_branches(settings, project)
+    with ops.connected(Settings.from_env()) as services:
+        result, _ = ops_hooks.install_hook(services, project, url)
+        click.echo(ops_hooks.install_text(project, result))
+        if result.disabled:
+            click.echo(
+                "warning: GitLab still shows the hook disabled; send a test event from the "
+                "project's webhook settings to re-enable it",
+                err=True,
+            )
+        protected, username = ops_hooks.protect_branches(services, project)
     click.echo(ops_hooks.protect_text(project, protected, username))
     if not protected.verdict.ok:
         sys.exit(1)

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from bot.config import Settings
-from bot.gitlab import GitLabError, HookResult, author_account, ensure_hook
+from bot.gitlab import GitLabError, HookResult, ensure_hook
 from bot.gitlab.protection import (
     AUTHOR_ONLY,
     BOT_BRANCHES,
@@ -26,8 +26,9 @@ def _needs_gitlab(settings: Settings) -> None:
         raise Refused("GITOPS_GITLAB_TOKEN is not set: the author bot's token reads the hooks")
 
 
-def install_hook(settings: Settings, project: str, url: str | None) -> tuple[HookResult, str]:
+def install_hook(services: Services, project: str, url: str | None) -> tuple[HookResult, str]:
     """Creates or updates the project's hook to the bot (MR, pipeline, note, deployment events)."""
+    settings = services.settings
     _needs_gitlab(settings)
     if not settings.webhook_secret:
         raise Refused(
@@ -37,7 +38,7 @@ def install_hook(settings: Settings, project: str, url: str | None) -> tuple[Hoo
     target = url or receiver_url(settings)
     if not target.startswith(("https://", "http://")):
         raise Refused(f"--url must be an http(s) URL, got {target!r}")
-    account = author_account(settings)
+    account = services.require_clients().author
     try:
         result = ensure_hook(account.project(project), target, settings.webhook_secret, EVENTS)
     except GitLabError as exc:
@@ -45,11 +46,11 @@ def install_hook(settings: Settings, project: str, url: str | None) -> tuple[Hoo
     return result, target
 
 
-def protect_branches(settings: Settings, project: str) -> tuple[ProtectionResult, str]:
+def protect_branches(services: Services, project: str) -> tuple[ProtectionResult, str]:
     """Protects `gitops/*` so only the author account pushes and merges there (CE: Maintainers);
     returns what was done and the author's username."""
-    _needs_gitlab(settings)
-    account = author_account(settings)
+    _needs_gitlab(services.settings)
+    account = services.require_clients().author
     try:
         author_id, username = author_identity(account)
         return ensure_protection(account.project(project), author_id), username

@@ -15,19 +15,19 @@ from typing import Any
 
 from flask import Blueprint, Response, request
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
-from sqlalchemy import select
-from sqlalchemy.engine import Engine, Row
+from sqlalchemy.engine import Engine
 
 from bot.config import Settings
 from bot.core.diagram import path_diagram
 from bot.core.hints import Hint, hint_for, words
 from bot.core.labels import phase_title
-from bot.core.states import FAILED, IN_FLIGHT, TERMINAL, BindingState, Step
+from bot.core.states import IN_FLIGHT, TERMINAL, BindingState, Step
 from bot.queueing import HOOKS_INTERVAL
 from bot.render.status import TEMPLATES_DIR, StatusView, TimelineEntry, load_status
 from bot.store.hooks import HooksReport, last_report
-from bot.store.models import BINDINGS, OPERATIONS, utcnow
+from bot.store.models import utcnow
 from bot.store.queries import step_name
+from bot.store.status import ListedRow, overview_rows
 from webhooks.api import bearer_ok
 from webhooks.api_body import OPERATION_ID
 from webhooks.context import services_of
@@ -221,22 +221,7 @@ class Listed:
         return "in_flight"
 
 
-_LISTED = select(
-    OPERATIONS.c.id,
-    OPERATIONS.c.title,
-    OPERATIONS.c.project,
-    OPERATIONS.c.subject_id,
-    OPERATIONS.c.target_key,
-    OPERATIONS.c.step,
-    OPERATIONS.c.mr_url,
-    OPERATIONS.c.created_at,
-    OPERATIONS.c.updated_at,
-    OPERATIONS.c.deadline_at,
-    BINDINGS.c.state,
-).join(BINDINGS, BINDINGS.c.operation_id == OPERATIONS.c.id)
-
-
-def _listed(row: Row[Any], now: datetime, threshold: timedelta) -> Listed:
+def _listed(row: ListedRow, now: datetime, threshold: timedelta) -> Listed:
     state = BindingState(row.state)
     stalled = None
     if state in IN_FLIGHT:
@@ -263,17 +248,7 @@ def _listed(row: Row[Any], now: datetime, threshold: timedelta) -> Listed:
 
 def overview(engine: Engine, now: datetime, threshold: timedelta) -> dict[str, list[Listed]]:
     """The requests that own their binding, by section (two queries)."""
-    active = _LISTED.where(BINDINGS.c.state.in_([*IN_FLIGHT, *FAILED])).order_by(
-        OPERATIONS.c.updated_at, OPERATIONS.c.id
-    )
-    finished = _LISTED.where(BINDINGS.c.state.in_(list(TERMINAL))).order_by(
-        OPERATIONS.c.updated_at.desc(), OPERATIONS.c.id
-    )
-    with engine.connect() as conn:
-        rows = [
-            *conn.execute(active.limit(ACTIVE_LIMIT)),
-            *conn.execute(finished.limit(FINISHED_LIMIT)),
-        ]
+    rows = overview_rows(engine, ACTIVE_LIMIT, FINISHED_LIMIT)
     sections: dict[str, list[Listed]] = {"failed": [], "pending": [], "in_flight": []}
     sections["finished"] = []
     for row in rows:

@@ -10,9 +10,9 @@ from typing import Protocol
 
 from bot.errors import TransientError
 
-#: Runs an operation's next step, and the ones after it while it moves (jobs/drive.py).
+#: Runs an operation's next step, and the ones after it while it moves (bot/app/steps/drive.py).
 DRIVE_JOB = "jobs.drive.drive"
-#: Processes stored deliveries by inbox id (jobs/inbox.py).
+#: Processes stored deliveries by inbox id (bot/app/events/inbox.py).
 INBOX_JOB = "jobs.inbox.process"
 #: Performs the outbox's due effects: status comments, labels, closes, withdrawals.
 OUTBOX_JOB = "jobs.outbox.dispatch"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
+from bot.app.hooks import EVENTS, managed_projects, receiver_url, record, run_check
 from bot.config import Settings
 from bot.gitlab import GitLabError, HookResult, ensure_hook
 from bot.gitlab.protection import (
@@ -17,7 +18,6 @@ from bot.gitlab.protection import (
 from bot.services import Services
 from bot.store.hooks import HooksReport
 from gitops_bot.ops import Refused, table
-from jobs.hooks import EVENTS, managed_projects, receiver_url, record, run_check
 from webhooks.pages import utc
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
+from bot.app.reconcile import ReconcileReport, run_reconcile
 from bot.config import Settings
 from bot.services import Services
 from bot.store.reconcile import mr_names
-from jobs.reconcile import ReconcileReport, run_reconcile
 from webhooks.pages import utc
 
 

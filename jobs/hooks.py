@@ -1,132 +1,14 @@
-"""The webhooks check: hooks GitLab disabled after failed deliveries, on every managed project,
-and whether the bot's own branches (`gitops/*`) are protected there as `hooks install` sets them.
-
-A disabled hook silently starves the bot (no MR, pipeline, note or deployment events), and an
-unprotected `gitops/*` lets anyone who may push there change a change after its approval. So a
-periodic job lists each managed project's hooks and reads its `gitops/*` rule through the author
-account, sets the `gitops_hooks_disabled` and `gitops_branch_protection_missing{project}` gauges
-and keeps the result (bot/store/hooks.py) for the dashboard's banner and for
-`gitops-bot hooks check`.
-"""
+"""RQ entry point `bot.queueing.HOOKS_JOB`: bot/app/hooks.py on this process's services."""
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterable
 from datetime import datetime
 
-from prometheus_client import Gauge
-
-from bot.config import Settings
-from bot.gitlab import Account, GitLabError, disabled_hooks, list_hooks
-from bot.gitlab.protection import MAINTAINERS, author_identity, judge, read_protection
-from bot.services import Services
-from bot.store.hooks import DisabledHook, HooksReport, named_projects, save_report
-from bot.store.models import utcnow
+from bot.app import hooks
+from bot.store.hooks import HooksReport
 from jobs import context
-
-log = logging.getLogger(__name__)
-
-DISABLED = Gauge(
-    "gitops_hooks_disabled",
-    "Webhooks GitLab has disabled on the managed projects, as of the last hooks check.",
-)
-UNPROTECTED = Gauge(
-    "gitops_branch_protection_missing",
-    "1 when the bot's branches (gitops/*) are not protected as `gitops-bot hooks install` sets "
-    "them in a managed project (missing or wrong), 0 when they are; as of the last hooks check.",
-    ["project"],
-)
-
-#: The events the bot's hook subscribes to (`gitops-bot hooks install`).
-EVENTS = ("merge_requests_events", "pipeline_events", "note_events", "deployment_events")
-
-
-def receiver_url(settings: Settings) -> str:
-    """Where GitLab sends the bot its events: `{GITOPS_PUBLIC_URL}/webhooks/gitlab`."""
-    return f"{settings.public_url.rstrip('/')}/webhooks/gitlab"
-
-
-def managed_projects(services: Services) -> list[str]:
-    """GITOPS_PROJECTS and every project an operation names, sorted, each once."""
-    return sorted({*services.settings.projects, *named_projects(services.engine)})
-
-
-def run_check(
-    account: Account, projects: Iterable[str], our_url: str, now: datetime
-) -> HooksReport:
-    """Lists each project's hooks and reads its `gitops/*` rule (one call each, and one GET /user
-    per check); a project GitLab refuses is an error entry."""
-    report = HooksReport(checked_at=now)
-    wanted = our_url.rstrip("/")
-    author: int | None = None
-    for project in projects:
-        report.projects.append(project)
-        try:
-            hooks = list_hooks(account.project(project))
-        except GitLabError as exc:
-            report.errors[project] = str(exc)
-            log.warning("hooks check: cannot list hooks: %s", exc, extra={"project": project})
-            continue
-        if not any(hook.url.rstrip("/") == wanted for hook in hooks):
-            report.missing.append(project)
-        for hook in disabled_hooks(hooks, now):
-            report.disabled.append(
-                DisabledHook(
-                    project=project,
-                    hook_id=hook.id,
-                    url=hook.url,
-                    alert_status=hook.alert_status,
-                    disabled_until=hook.disabled_until.isoformat() if hook.disabled_until else None,
-                    ours=hook.url.rstrip("/") == wanted,
-                )
-            )
-        try:
-            if author is None:
-                author = author_identity(account)[0]
-            verdict = judge(read_protection(account.project(project)), author)
-        except GitLabError as exc:
-            report.errors[project] = str(exc)
-            log.warning("hooks check: cannot read protection: %s", exc, extra={"project": project})
-            continue
-        if not verdict.ok:
-            report.unprotected[project] = verdict.text
-        elif verdict.mode == MAINTAINERS:
-            report.fallback.append(project)
-    return report
-
-
-def record(services: Services, report: HooksReport) -> None:
-    """Keeps the report for the dashboard (an upsert of one row) and sets the gauges."""
-    save_report(services.engine, report)
-    DISABLED.set(len(report.disabled))
-    UNPROTECTED.clear()
-    for project in report.projects:
-        if project not in report.errors:
-            UNPROTECTED.labels(project=project).set(1 if project in report.unprotected else 0)
 
 
 def check(now: datetime | None = None) -> HooksReport | None:
-    """The periodic job: checks every managed project's hooks; None when GitLab is not set up."""
-    services = context.services()
-    settings = services.settings
-    if not settings.gitlab_token:
-        log.info("hooks check skipped: GITOPS_GITLAB_TOKEN is not set")
-        return None
-    projects = managed_projects(services)
-    author = services.require_clients().author
-    report = run_check(author, projects, receiver_url(settings), now or utcnow())
-    record(services, report)
-    if report.disabled:
-        log.warning(
-            "hooks check: GitLab disabled %d webhook(s)",
-            len(report.disabled),
-            extra={"projects": sorted({hook.project for hook in report.disabled})},
-        )
-    if report.unprotected:
-        log.warning(
-            "hooks check: the bot's branches are not protected in %d project(s)",
-            len(report.unprotected),
-            extra={"projects": sorted(report.unprotected)},
-        )
-    return report
+    """The periodic hooks check (bot.app.hooks.check)."""
+    return hooks.check(context.services(), now)

@@ -11,6 +11,7 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 
+from bot.app.events.overload import QUEUE_FULL, queue_full
 from bot.core.events import Event, Source
 from bot.core.managed import is_managed
 from bot.core.states import BindingState, Flow, Step
@@ -26,7 +27,6 @@ from bot.store.queries import (
     operation_view,
 )
 from bot.store.submit import NewRequest, submit
-from bot.workflow.overload import QUEUE_FULL, queue_full
 from webhooks.api_body import (
     DEFAULT_LIST_LIMIT,
     LIMIT_PATTERN,

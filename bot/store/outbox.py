@@ -1,5 +1,5 @@
 """The outbox's rows as the dispatcher sees them: claim the due ones, then mark each sent, backed
-off or deferred (jobs/outbox.py decides which; every statement is here).
+off or deferred (bot/app/outbox.py decides which; every statement is here).
 
 A claim pushes the rows' `next_attempt_at` forward by a lease in one short transaction
 (`FOR UPDATE SKIP LOCKED` on PostgreSQL, so two dispatchers never take the same row; SQLite's

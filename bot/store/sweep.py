@@ -1,6 +1,6 @@
 """The sweep's statements: operations past their deadline, and pushing their deadlines on.
 
-One query finds them and one update re-arms those re-driven, whatever their number (jobs/sweep.py
+One query finds them and one update re-arms those re-driven, whatever their number (bot/app/sweep.py
 decides which are re-driven and which expire).
 """
 

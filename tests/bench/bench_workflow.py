@@ -20,6 +20,8 @@ from redis import Redis
 from sqlalchemy import event, text
 from sqlalchemy.engine import Engine
 
+from bot.app.reconcile import run_reconcile
+from bot.app.sweep import run_sweep
 from bot.config import Settings
 from bot.core.states import BindingState, Step
 from bot.services import Services
@@ -28,8 +30,6 @@ from bot.store.migrate import upgrade
 from bot.store.models import utcnow
 from bot.store.signals import record_signal
 from jobs.queue import RQWorkQueue
-from jobs.reconcile import run_reconcile
-from jobs.sweep import run_sweep
 from tests.bench.seed import seed
 
 SCHEMA = "gitops_bench_workflow"

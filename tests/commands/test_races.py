@@ -10,14 +10,14 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
+from bot.app.commands import once as command_once
+from bot.app.commands import verbs as run
+from bot.app.commands.verbs import CommandResult, Invocation, MrRef
 from bot.core.commands import Verb
 from bot.core.states import BindingState as S
 from bot.core.states import Flow
 from bot.store.models import AUDIT, OPERATIONS
 from bot.store.submit import NewRequest
-from bot.workflow import command_once
-from bot.workflow import commands as run
-from bot.workflow.commands import CommandResult, Invocation, MrRef
 from tests.builders import make_operation
 
 MR = MrRef(project_id=42, project_path="platform/config", iid=7)

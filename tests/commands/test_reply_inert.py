@@ -7,9 +7,9 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy.engine import Engine
 
+from bot.app.commands import reply as command_reply
+from bot.app.commands.reply import code_span, reason_markup
 from bot.core.inert import ensure_inert
-from jobs import command_reply
-from jobs.command_reply import code_span, reason_markup
 from tests.commands import awards, person_mr, replies, running_bot, say
 from tests.workflow.harness import Bot
 

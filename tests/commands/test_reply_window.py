@@ -11,10 +11,10 @@ import pytest
 from sqlalchemy import select, update
 from sqlalchemy.engine import Engine
 
+from bot.app.commands.note import on_note
+from bot.app.commands.reply_limit import claim_reply
 from bot.ingress.gitlab_events import NoteEvent, parse
 from bot.store.models import COMMAND_REPLIES, utcnow
-from bot.workflow.reply_limit import claim_reply
-from jobs.commands import on_note
 from tests.commands import awards, person_mr, replies, running_bot, say
 from tests.workflow.harness import PROJECT, Bot
 

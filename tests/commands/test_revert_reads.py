@@ -11,11 +11,11 @@ import pytest
 import responses
 from responses import matchers
 
+from bot.app.commands.revert_files import undo_files
 from bot.core.states import BindingState as S
 from bot.core.states import Flow, Step
 from bot.errors import CannotProceed
 from bot.store.operations import OperationRow
-from jobs.revert_files import undo_files
 from tests.adapters.test_gitlab_harness import P, account, mock_gitlab
 
 MERGE, BEFORE, BASE, HEAD = "m" * 40, "b" * 40, "c" * 40, "d" * 40

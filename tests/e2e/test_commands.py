@@ -18,7 +18,7 @@ from tests.e2e.world import APPROVERS, AUTHOR, PROJECT, SETTLE, World
 
 
 def _commands_wired() -> bool:
-    if importlib.util.find_spec("jobs.commands") is None:
+    if importlib.util.find_spec("bot.app.commands.note") is None:
         return False
     import jobs.inbox
 

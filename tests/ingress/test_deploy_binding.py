@@ -14,12 +14,12 @@ from flask.testing import FlaskClient
 from prometheus_client import REGISTRY
 from sqlalchemy import select
 
+from bot.app.reconcile import run_reconcile
 from bot.core.states import BindingState as S
 from bot.services import Services
 from bot.store.models import AUDIT, DEPLOY_SIGNALS, utcnow
 from bot.store.operations import touch
 from jobs import context
-from jobs.reconcile import run_reconcile
 from tests.builders import binding_state, make_operation, operation
 from tests.ingress.conftest import DEPLOY_SECRET
 from tests.ingress.test_guard import run_queued

@@ -16,13 +16,13 @@ from flask.testing import FlaskClient
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
+from bot.app.reconcile import run_reconcile
 from bot.approval import sign
 from bot.core.states import BindingState as S
 from bot.services import Services
 from bot.store.models import INBOX, utcnow
 from bot.store.operations import touch
 from jobs import context
-from jobs.reconcile import run_reconcile
 from tests.api import FakeQueue
 from tests.builders import binding_state, make_operation
 from tests.ingress.conftest import DEPLOY_SECRET, settings

@@ -17,6 +17,7 @@ from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError
 
+from bot.app.events import inbox as inbox_app
 from bot.ingress import inbox
 from bot.ingress.group import Acked, GroupCommit
 from bot.ingress.inbox import Delivery
@@ -233,7 +234,7 @@ def test_a_job_of_several_rows_handles_each_even_when_one_fails(
         handled.append(inbox_id)
         return "processed"
 
-    monkeypatch.setattr(inbox_job, "_process_one", one)
+    monkeypatch.setattr(inbox_app, "_process_one", one)
     context.install(services)
     try:
         with pytest.raises(OperationalError):

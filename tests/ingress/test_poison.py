@@ -21,6 +21,8 @@ from flask.testing import FlaskClient
 from prometheus_client import REGISTRY
 from sqlalchemy import select
 
+from bot.app.events import inbox as inbox_app
+from bot.app.sweep import run_sweep
 from bot.ingress import inbox
 from bot.ingress.inbox import Delivery
 from bot.services import Services
@@ -29,7 +31,6 @@ from bot.store.migrate import upgrade
 from bot.store.models import INBOX, utcnow
 from jobs import context
 from jobs import inbox as inbox_job
-from jobs.sweep import run_sweep
 from tests.ingress.conftest import DEPLOY_SECRET, fixture_body, gitlab_headers
 
 REPO = Path(__file__).resolve().parents[2]
@@ -140,7 +141,7 @@ def test_a_delivery_whose_handler_always_raises_is_quarantined_after_max_attempt
         calls.append(1)
         raise RuntimeError(f"handler broke on call {len(calls)}")
 
-    monkeypatch.setattr(inbox_job, "route", broken)
+    monkeypatch.setattr(inbox_app, "route", broken)
     inbox_id = store_received(services, mr_body())
     before = poison_total("gitlab")
     for attempt in range(1, 5):
@@ -176,7 +177,7 @@ def test_a_delivery_that_kills_its_worker_every_time_ends(
     def dies(*args: object, **kw: object) -> None:
         raise Killed
 
-    monkeypatch.setattr(inbox_job, "route", dies)
+    monkeypatch.setattr(inbox_app, "route", dies)
     inbox_id = store_received(services, mr_body(), source="deploy", event_type="deploy_callback")
     before = poison_total("deploy")
     for _ in range(5):
@@ -199,7 +200,7 @@ def test_max_attempts_comes_from_the_settings(
     def broken(*args: object, **kw: object) -> None:
         raise ValueError("nope")
 
-    monkeypatch.setattr(inbox_job, "route", broken)
+    monkeypatch.setattr(inbox_app, "route", broken)
     inbox_id = store_received(services, mr_body())
     with pytest.raises(ValueError, match="nope"):
         inbox_job.process(inbox_id)
@@ -215,7 +216,7 @@ def test_a_failing_row_in_a_batch_does_not_hold_back_the_others(
 ) -> None:
     """One group-commit job with a failing row and a good one: only the failing row uses an
     attempt and stays to be retried; the good one is processed."""
-    real_route = inbox_job.route
+    real_route = inbox_app.route
 
     def picky(
         services_: Services, source: str, event_type: str, body: bytes, key: str, *rest: Any
@@ -224,7 +225,7 @@ def test_a_failing_row_in_a_batch_does_not_hold_back_the_others(
             raise RuntimeError("poison")
         return real_route(services_, source, event_type, body, key, *rest)
 
-    monkeypatch.setattr(inbox_job, "route", picky)
+    monkeypatch.setattr(inbox_app, "route", picky)
     bad = store_received(services, mr_body(), key="bad")
     good = store_received(services, mr_body(), key="good")
     with pytest.raises(RuntimeError):
@@ -238,13 +239,14 @@ import os, signal, sys
 from bot.config import Settings
 from bot.services import Services
 from bot.store.engine import make_engine
+from bot.app.events import inbox as handling
 from jobs import context, inbox
 from tests.api import FakeQueue
 
 def killed(*args, **kw):
     os.kill(os.getpid(), signal.SIGKILL)
 
-inbox.route = killed
+handling.route = killed
 settings = Settings(inbox_max_attempts=2)
 context.install(Services(settings=settings, engine=make_engine(sys.argv[1]), queue=FakeQueue()))
 inbox.process(int(sys.argv[2]))
@@ -296,7 +298,7 @@ def test_workers_racing_for_one_failing_delivery_spend_each_attempt_once(
         calls.append(1)
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(inbox_job, "route", broken)
+    monkeypatch.setattr(inbox_app, "route", broken)
     inbox_id = store_received(services, mr_body())
     before = poison_total("gitlab")
     start = threading.Barrier(8)
@@ -336,7 +338,7 @@ def test_an_outage_of_gitlab_spends_no_attempt(
             raise GitLabUnavailable("GitLab answered 503")
         return
 
-    monkeypatch.setattr(inbox_job, "route", flaky)
+    monkeypatch.setattr(inbox_app, "route", flaky)
     inbox_id = store_received(services, mr_body())
     for _ in range(3 * services.settings.inbox_max_attempts):
         with pytest.raises(GitLabUnavailable):

@@ -11,6 +11,8 @@ from prometheus_client import REGISTRY
 from sqlalchemy import delete, insert, update
 from sqlalchemy.engine import Engine
 
+from bot.app import outbox
+from bot.app.outbox import MAX_ATTEMPTS
 from bot.core.events import Event as E
 from bot.core.states import BindingState as S
 from bot.core.states import Flow
@@ -19,8 +21,7 @@ from bot.store.fire import fire
 from bot.store.models import OUTBOX, utcnow
 from bot.store.outbox import LEASE, claim, pending_count
 from bot.store.submit import submit
-from jobs import outbox
-from jobs.outbox import MAX_ATTEMPTS, dispatch
+from jobs.outbox import dispatch
 from tests.builders import make_request
 from tests.outbox import APPROVAL_URL, PERSON, PROJECT, Harness, harness
 

@@ -11,12 +11,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import select
 
+from bot.app.reconcile import run_reconcile
+from bot.app.sweep import run_sweep
 from bot.core.states import BindingState as S
 from bot.core.states import Flow
 from bot.core.table import TABLE
 from bot.store.models import AUDIT, utcnow
-from jobs.reconcile import run_reconcile
-from jobs.sweep import run_sweep
 from tests.builders import operation
 from tests.workflow.harness import Bot
 

@@ -8,12 +8,12 @@ from datetime import timedelta
 import pytest
 from sqlalchemy.engine import Engine
 
+from bot.app.reconcile import ReconcileReport, run_reconcile
 from bot.core.states import BindingState as S
 from bot.store.flags import set_flag
 from bot.store.models import utcnow
 from bot.store.operations import touch
 from bot.store.signals import record_signal
-from jobs.reconcile import ReconcileReport, run_reconcile
 from tests.builders import make_operation, operation
 
 

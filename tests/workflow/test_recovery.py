@@ -9,14 +9,14 @@ from datetime import timedelta
 import pytest
 from prometheus_client import REGISTRY
 
+from bot.app.events.validate import mark_validated
+from bot.app.reconcile import run_reconcile
+from bot.app.sweep import run_sweep
 from bot.core.events import Source
 from bot.core.states import BindingState as S
 from bot.core.states import Flow, Step
 from bot.store.flags import set_flag
 from bot.store.models import utcnow
-from bot.workflow.validate import mark_validated
-from jobs.reconcile import run_reconcile
-from jobs.sweep import run_sweep
 from tests.builders import make_operation, operation
 from tests.workflow.harness import Bot
 

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
+from bot.app.steps import waits
 from bot.core.states import BindingState as S
 from bot.core.states import Flow
 from bot.store.models import utcnow
-from jobs import waits
 from tests.builders import operation
 from tests.workflow.harness import PROJECT, Bot
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from bot.app.events.approval import on_approval
+from bot.app.steps import Ctx
+from bot.app.steps.common import advance
+from bot.app.steps.integrity import approved_identity
+from bot.app.steps.paths import check_paths
+from bot.app.steps.waits import drive_in
 from bot.approval import ApprovalCallback, ApprovalRequest, Decision
 from bot.core.events import Event
 from bot.core.states import Flow, Step
-from bot.workflow.approval import on_approval
-from jobs.phases import Ctx
-from jobs.phases.common import advance
-from jobs.phases.integrity import approved_identity
-from jobs.phases.paths import check_paths
-from jobs.waits import drive_in
 
 
 def submit_approval(ctx: Ctx) -> bool:

@@ -1,9 +1,10 @@
 """`/gitops revert`, the database side: which operation a revert undoes, and starting it once.
 
-The caller (jobs/commands.py) reads GitLab in between: `revert_candidate` names the operation,
-the caller builds the files that undo it (jobs/revert_files.py) and checks their paths against
-the path policy (jobs/command_paths.py), and `revert` starts the new request in the note's one
-transaction (bot/workflow/command_once.py), provided the original still owns its binding.
+The caller (bot/app/commands/note.py) reads GitLab in between: `revert_candidate` names the
+operation, the caller builds the files that undo it (bot/app/commands/revert_files.py) and checks
+their paths against the path policy (bot/app/commands/paths.py), and `revert` starts the new
+request in the note's one transaction (bot/app/commands/once.py), provided the original still
+owns its binding.
 """
 
 from __future__ import annotations
@@ -12,14 +13,7 @@ import time
 
 from sqlalchemy.engine import Engine
 
-from bot.core.events import Event, Source
-from bot.core.states import REVERTIBLE, BindingState
-from bot.errors import IllegalTransition, InProgress
-from bot.store.commands import MrOperation, binding_of
-from bot.store.fire import record_outcome
-from bot.store.submit import NewRequest, submit_in
-from bot.store.tx import Tx
-from bot.workflow.command_once import (
+from bot.app.commands.once import (
     ACCEPTED,
     NO_REQUEST,
     CommandResult,
@@ -31,6 +25,13 @@ from bot.workflow.command_once import (
     refuse_in,
     words,
 )
+from bot.core.events import Event, Source
+from bot.core.states import REVERTIBLE, BindingState
+from bot.errors import IllegalTransition, InProgress
+from bot.store.commands import MrOperation, binding_of
+from bot.store.fire import record_outcome
+from bot.store.submit import NewRequest, submit_in
+from bot.store.tx import Tx
 
 
 def revert_candidate(engine: Engine, mr: MrRef) -> MrOperation | str:

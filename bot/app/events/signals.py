@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from sqlalchemy.engine import Engine
 
+from bot.app.events.mismatch import record_mismatch
+from bot.app.events.outcome import Outcome
+from bot.app.events.stale import record_stale
+from bot.app.events.validate import mark_validated
 from bot.core.events import Event, Source
 from bot.errors import IllegalTransition, NotOwner, UnknownOperation
 from bot.ingress.deploy import DeployAuth, DeployCallback
@@ -11,10 +15,6 @@ from bot.ingress.gitlab_events import DeploymentEvent, PipelineEvent
 from bot.store.fire import fire
 from bot.store.lookups import OperationRef, callback_target, merge_commit_owner
 from bot.store.signals import record_signal
-from bot.workflow.mismatch import record_mismatch
-from bot.workflow.outcome import Outcome
-from bot.workflow.stale import record_stale
-from bot.workflow.validate import mark_validated
 
 #: The status a deploy signal is kept with when its callback did not match its change:
 #: reconciliation uses only "success" signals, so such a row never validates anything.

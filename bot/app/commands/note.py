@@ -2,11 +2,12 @@
 
 Called by `jobs.inbox.route` for every Note Hook. The payload only tells which note to look at
 (and what can be skipped for free); the note itself, its author and the MR are read from GitLab
-(jobs/command_facts.py) before the command's one database transaction
-(bot/workflow/commands.py), never inside it, and the answer (jobs/command_reply.py) comes after:
+(bot/app/commands/facts.py) before the command's one database transaction
+(bot/app/commands/verbs.py), never inside it, and the answer (bot/app/commands/reply.py)
+comes after:
 a reaction always, a reply to a refusal or a help request at most once per user and MR per
 GITOPS_REPLY_WINDOW. `/gitops apply` and `/gitops revert` check the paths they would change
-against the same path policy as the REST API (jobs/command_paths.py).
+against the same path policy as the REST API (bot/app/commands/paths.py).
 """
 
 from __future__ import annotations
@@ -15,6 +16,22 @@ import logging
 from collections.abc import Mapping
 from typing import assert_never
 
+from bot.app.commands import verbs as run
+from bot.app.commands.facts import (
+    Ignored,
+    MrFacts,
+    NoteFacts,
+    payload_ignored_because,
+    read_mr,
+    read_note,
+)
+from bot.app.commands.paths import apply_refusal, revert_refusal
+from bot.app.commands.reply import Commenter, acknowledge
+from bot.app.commands.revert_files import undo_files
+from bot.app.commands.verbs import CommandResult, Invocation, MrRef
+from bot.app.events.outcome import Outcome
+from bot.app.events.overload import QUEUE_FULL, queue_full
+from bot.app.steps.common import short
 from bot.core.commands import Command, Rules, Verb, allowed, parse_command, rules_from
 from bot.core.managed import is_managed
 from bot.core.states import Flow
@@ -25,22 +42,6 @@ from bot.services import Services
 from bot.store.flags import get_flag
 from bot.store.operations import load
 from bot.store.submit import NewRequest
-from bot.workflow import commands as run
-from bot.workflow.commands import CommandResult, Invocation, MrRef
-from bot.workflow.outcome import Outcome
-from bot.workflow.overload import QUEUE_FULL, queue_full
-from jobs.command_facts import (
-    Ignored,
-    MrFacts,
-    NoteFacts,
-    payload_ignored_because,
-    read_mr,
-    read_note,
-)
-from jobs.command_paths import apply_refusal, revert_refusal
-from jobs.command_reply import Commenter, acknowledge
-from jobs.phases.common import short
-from jobs.revert_files import undo_files
 
 log = logging.getLogger(__name__)
 

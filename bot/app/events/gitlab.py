@@ -7,15 +7,15 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
+from bot.app.events.outcome import Outcome
+from bot.app.events.signals import on_target_pipeline
+from bot.app.events.stale import record_stale
 from bot.core.events import Event, Source
 from bot.core.states import AWAITING_PIPELINE, BindingState, Step
 from bot.errors import Conflict, IllegalTransition, NotOwner, UnknownOperation
 from bot.ingress.gitlab_events import MergeRequestEvent, PipelineEvent
 from bot.store.fire import Current, fire
 from bot.store.lookups import mr_owner, mr_owner_with
-from bot.workflow.outcome import Outcome
-from bot.workflow.signals import on_target_pipeline
-from bot.workflow.stale import record_stale
 
 _PIPELINE_EVENTS = {"success": Event.PIPELINE_PASSED, "failed": Event.PIPELINE_FAILED}
 _WAITING_FOR_PIPELINE = {BindingState.MR_CREATING, BindingState.MERGING}

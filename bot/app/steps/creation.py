@@ -4,6 +4,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from bot.app.steps import Ctx
+from bot.app.steps.common import advance
+from bot.app.steps.integrity import approved_identity, read_identity
+from bot.app.steps.paths import check_paths
+from bot.app.steps.waits import new_wait, poll
 from bot.core.events import Event
 from bot.core.labels import label_for
 from bot.core.states import BindingState, Flow
@@ -12,11 +17,6 @@ from bot.gitlab import create_change, read_mr
 from bot.gitlab.compare import TooLargeToCheck
 from bot.render.change_text import mr_description
 from bot.store.operations import touch
-from jobs.phases import Ctx
-from jobs.phases.common import advance
-from jobs.phases.integrity import approved_identity, read_identity
-from jobs.phases.paths import check_paths
-from jobs.waits import new_wait, poll
 
 _FAILED_PIPELINE = {"failed", "canceled", "skipped"}
 

@@ -4,7 +4,7 @@
 head, bot/gitlab/compare.py); `/gitops revert` checks the paths of the files it would write.
 Both check them against GITOPS_ALLOWED_PATHS and the protected paths, the CI configuration's
 local includes on the target branch among them (bot/core/path_policy.py). A refusal names every
-refused path, each in a code span (jobs/command_reply.py keeps it one there), never at the
+refused path, each in a code span (bot/app/commands/reply.py keeps it one there), never at the
 start of a line.
 """
 
@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from bot.app.commands.reply import code_span
 from bot.core.path_policy import PathRefusal, describe, refused_paths
 from bot.gitlab import MrView, Project
 from bot.gitlab.ci_includes import local_includes
 from bot.gitlab.compare import TooLargeToCheck, compare_changes
-from jobs.command_reply import code_span
 
 
 def apply_refusal(project: Project, view: MrView, allowed: Sequence[str]) -> str | None:

@@ -1,8 +1,9 @@
 """What `/gitops revert` writes: each path the merged change touched, as it was before the merge.
 
-Read from GitLab by the command's job (jobs/commands.py) before the command's transaction: the
-merge commit, the paths the change wrote (its request's files, or for `/gitops apply` its MR's
-diff), and each file's content after the merge, on the target branch now, and before the merge.
+Read from GitLab by the command's job (bot/app/commands/note.py) before the command's
+transaction: the merge commit, the paths the change wrote (its request's files, or for
+`/gitops apply` its MR's diff), and each file's content after the merge, on the target branch now,
+and before the merge.
 """
 
 from __future__ import annotations

@@ -21,6 +21,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from bot.app.steps import Ctx
+from bot.app.steps.common import advance
 from bot.core.events import Event
 from bot.core.identity import (
     ChangeIdentity,
@@ -33,8 +35,6 @@ from bot.errors import CannotProceed
 from bot.gitlab import MrView, Project
 from bot.gitlab.compare import Comparison, TooLargeToCheck, compare_changes, file_sha256
 from bot.store.operations import OperationRow, set_identity_once, touch
-from jobs.phases import Ctx
-from jobs.phases.common import advance
 
 log = logging.getLogger(__name__)
 

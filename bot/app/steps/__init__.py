@@ -1,4 +1,4 @@
-"""The step functions of each workflow phase, run by jobs/drive.py, one module per phase."""
+"""The step functions of each workflow phase, one module per phase, run by steps/drive.py."""
 
 from __future__ import annotations
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from bot.app.steps import Ctx
+from bot.app.steps.common import advance
 from bot.core.events import Event
 from bot.core.path_policy import describe, refused_paths
 from bot.gitlab import Project
 from bot.gitlab.ci_includes import local_includes
-from jobs.phases import Ctx
-from jobs.phases.common import advance
 
 
 def check_paths(ctx: Ctx, project: Project, paths: Sequence[str]) -> bool:

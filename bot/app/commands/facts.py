@@ -13,12 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from bot.app.steps.common import short
 from bot.core.managed import is_managed
 from bot.errors import CannotProceed
 from bot.gitlab import MrView, NotFound, Project
 from bot.gitlab.calls import get_json
 from bot.ingress.gitlab_events import NoteEvent
-from jobs.phases.common import short
 
 
 @dataclass(frozen=True, slots=True)

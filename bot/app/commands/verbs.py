@@ -1,8 +1,8 @@
 """What each MR command does to the database, once per note, with its audit row.
 
-Each verb runs in the note's one transaction (`once`, bot/workflow/command_once.py), which runs
+Each verb runs in the note's one transaction (`once`, bot/app/commands/once.py), which runs
 a note's command once however often it is delivered and audits what it decided; `/gitops
-revert` lives in bot/workflow/revert_command.py. Callers import every command from here. No
+revert` lives in bot/app/commands/revert.py. Callers import every command from here. No
 GitLab call is made here: the caller reads first.
 """
 
@@ -12,14 +12,7 @@ import time
 
 from sqlalchemy.engine import Engine
 
-from bot.core.events import Event, Source
-from bot.core.states import FAILED
-from bot.errors import Conflict, IllegalTransition, InProgress, NotOwner, UnknownOperation
-from bot.store.commands import MrOperation, queue_status_comment
-from bot.store.fire import fire_in, record_outcome
-from bot.store.submit import NewRequest, submit_in
-from bot.store.tx import Tx
-from bot.workflow.command_once import (
+from bot.app.commands.once import (
     ACCEPTED,
     NO_REQUEST,
     CommandResult,
@@ -36,7 +29,14 @@ from bot.workflow.command_once import (
     refuse_in,
     words,
 )
-from bot.workflow.revert_command import revert, revert_candidate
+from bot.app.commands.revert import revert, revert_candidate
+from bot.core.events import Event, Source
+from bot.core.states import FAILED
+from bot.errors import Conflict, IllegalTransition, InProgress, NotOwner, UnknownOperation
+from bot.store.commands import MrOperation, queue_status_comment
+from bot.store.fire import fire_in, record_outcome
+from bot.store.submit import NewRequest, submit_in
+from bot.store.tx import Tx
 
 __all__ = [
     "CommandResult",

@@ -1,7 +1,7 @@
 """Handling phase: approve as each approval bot, merge pinned to the SHA, rebase and retry.
 
 Before approving, and again before merging, the MR is checked against the approved change
-identity (jobs/phases/integrity.py); only the head that check verified is approved and merged.
+identity (bot/app/steps/integrity.py); only the head that check verified is approved and merged.
 """
 
 from __future__ import annotations
@@ -9,6 +9,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from bot.app.steps import Ctx
+from bot.app.steps.common import advance
+from bot.app.steps.integrity import check_mr, stop_changed
+from bot.app.steps.waits import drive_in, new_wait, poll
 from bot.core.events import Event
 from bot.core.states import Step
 from bot.gitlab import (
@@ -25,10 +29,6 @@ from bot.gitlab import (
 )
 from bot.store.flags import get_flag
 from bot.store.operations import touch
-from jobs.phases import Ctx
-from jobs.phases.common import advance
-from jobs.phases.integrity import check_mr, stop_changed
-from jobs.waits import drive_in, new_wait, poll
 
 log = logging.getLogger(__name__)
 

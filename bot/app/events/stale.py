@@ -7,9 +7,9 @@ import logging
 from prometheus_client import Counter
 from sqlalchemy.engine import Engine
 
+from bot.app.events.outcome import Outcome
 from bot.core.events import Event, Source
 from bot.store.audit import record_unmoved
-from bot.workflow.outcome import Outcome
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 The note gets a reaction (👀 accepted, 🚫 refused). A refusal or a help request also gets a reply,
 but only from the run whose reaction was new (GitLab keeps one award per user, emoji and note,
 so a delivery processed twice replies once) and only when the commenter had no reply on this MR
-within GITOPS_REPLY_WINDOW (bot/workflow/reply_limit.py): anyone, member or not, could otherwise
+within GITOPS_REPLY_WINDOW (bot/app/commands/reply_limit.py): anyone, member or not, could otherwise
 make the author account spend the note rate limit its status comments need.
 
 Replies are inert: every value is escaped as user text (templates/help.md.j2 through
@@ -23,15 +23,15 @@ from dataclasses import dataclass
 from markupsafe import Markup
 from prometheus_client import Counter
 
+from bot.app.commands.reply_limit import claim_reply
+from bot.app.commands.verbs import CommandResult, MrRef
+from bot.app.steps.common import short
 from bot.core.commands import DESCRIPTIONS, Command, Rules, Verb
 from bot.core.inert import ensure_inert
 from bot.gitlab import GitLabError, Project, react
 from bot.gitlab.calls import post_json
 from bot.render.status import environment, md_escape
 from bot.services import Services
-from bot.workflow.commands import CommandResult, MrRef
-from bot.workflow.reply_limit import claim_reply
-from jobs.phases.common import short
 
 log = logging.getLogger(__name__)
 

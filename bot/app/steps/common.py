@@ -5,10 +5,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from bot.app.steps import Ctx
 from bot.core.events import Event, Source
 from bot.errors import Conflict, IllegalTransition, NotOwner
 from bot.store.fire import fire
-from jobs.phases import Ctx
 
 log = logging.getLogger(__name__)
 

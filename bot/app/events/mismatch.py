@@ -7,9 +7,9 @@ import logging
 from prometheus_client import Counter
 from sqlalchemy.engine import Engine
 
+from bot.app.events.outcome import Outcome
+from bot.app.events.stale import audit_unmoved
 from bot.core.events import Event, Source
-from bot.workflow.outcome import Outcome
-from bot.workflow.stale import audit_unmoved
 
 log = logging.getLogger(__name__)
 

@@ -11,6 +11,9 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
+from bot.app.events.mismatch import record_mismatch
+from bot.app.events.outcome import Outcome
+from bot.app.events.stale import record_stale
 from bot.approval.callback import ApprovalCallback
 from bot.approval.decision import Decision
 from bot.core.events import Event, Source
@@ -18,9 +21,6 @@ from bot.core.states import AWAITING_APPROVAL
 from bot.errors import Conflict, IllegalTransition, NotOwner, UnknownOperation
 from bot.store.fire import fire
 from bot.store.lookups import change_identity, read_current
-from bot.workflow.mismatch import record_mismatch
-from bot.workflow.outcome import Outcome
-from bot.workflow.stale import record_stale
 
 _EVENTS = {
     Decision.APPROVED: Event.APPROVED,

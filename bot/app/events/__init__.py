@@ -1,0 +1,1 @@
+"""From a delivery to a transition: GitLab events, approval decisions, deploy signals."""

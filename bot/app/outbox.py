@@ -1,0 +1,269 @@
+"""The outbox dispatcher: claims due rows, performs their effects after commit, marks them sent.
+
+A short transaction claims due rows by pushing their `next_attempt_at` forward by a lease
+(bot/store/outbox.py: `FOR UPDATE SKIP LOCKED` on PostgreSQL, so two dispatchers never take the
+same row). The effects then run with no transaction open, through adapters that are safe to
+repeat: the status comment is found again by its marker and edited in place, labels are added
+and removed in one call, closing a closed MR and withdrawing a withdrawn approval are no-ops. A
+dispatcher that dies mid-way loses nothing: its rows come back when the lease runs out.
+
+Per operation and dispatch there is at most one status-comment write and one labels call,
+however many rows of that effect are due: both render the operation's current state, so a burst
+of transitions becomes one edit (GitLab allows few note writes a minute).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from prometheus_client import Counter
+
+from bot import metrics
+from bot.approval.backoff import backoff
+from bot.core.labels import label_change
+from bot.core.states import BindingState
+from bot.core.table import Effect
+from bot.errors import CannotProceed, TransientError
+from bot.gitlab import GitLabUnavailable, close_mr, set_labels, unapprove, upsert_status_note
+from bot.gitlab.errors import scrub
+from bot.render.status import StatusView, load_status, render_status
+from bot.services import Clients, Services
+from bot.store.operations import touch
+from bot.store.outbox import LEASE, Claimed, back_off, claim, defer, mark_sent, pending_count
+
+log = logging.getLogger(__name__)
+
+#: A dispatch starts no new operation after this much of the lease is used up (real time), so
+#: its rows are done before another dispatcher may take them again.
+WORK_BUDGET_SECONDS = LEASE.total_seconds() / 2
+#: Deterministic failures of one row before it is declared dead.
+MAX_ATTEMPTS = 8
+#: A dead row is tried again this much later (and counted dead once); it stays unsent.
+DEAD_RETRY = timedelta(days=1)
+#: Longest `last_error` kept.
+ERROR_LIMIT = 300
+
+SENT_TOTAL = Counter(
+    "gitops_outbox_sent_total", "Outbox rows marked sent (performed or coalesced).", ["effect"]
+)
+FAILURES_TOTAL = Counter(
+    "gitops_outbox_failures_total",
+    "Outbox rows whose effect failed and was backed off.",
+    ["effect"],
+)
+DEAD_TOTAL = Counter(
+    "gitops_outbox_dead_total",
+    f"Outbox rows that failed deterministically {MAX_ATTEMPTS} times (retried daily).",
+    ["effect"],
+)
+
+#: The order an operation's effects run in (the comment last, so it shows the others done).
+ORDER: tuple[str, ...] = (
+    Effect.UNAPPROVE.value,
+    Effect.WITHDRAW_APPROVAL.value,
+    Effect.CLOSE_MR.value,
+    Effect.LABELS.value,
+    Effect.STATUS_COMMENT.value,
+)
+#: Effects that call GitLab (paused for the rest of a dispatch once GitLab is unavailable).
+GITLAB_EFFECTS = frozenset(
+    {
+        Effect.STATUS_COMMENT.value,
+        Effect.LABELS.value,
+        Effect.CLOSE_MR.value,
+        Effect.UNAPPROVE.value,
+    }
+)
+_CLOSING = frozenset({BindingState.REJECTED, BindingState.CLOSED})
+
+
+@dataclass
+class DispatchReport:
+    """What one dispatch did, in outbox rows."""
+
+    #: rows claimed
+    claimed: int = 0
+    #: rows marked sent (performed, coalesced into another row's call, or nothing to do)
+    sent: int = 0
+    #: rows whose effect failed and were backed off (dead ones included)
+    failed: int = 0
+    #: rows marked sent without a call of their own (another row of the same effect made it)
+    coalesced: int = 0
+    #: rows that reached MAX_ATTEMPTS deterministic failures in this dispatch
+    dead: int = 0
+    #: rows put off without an attempt: GitLab was unavailable earlier in this dispatch
+    deferred: int = 0
+    #: rows left to their lease because the dispatch ran out of time
+    released: int = 0
+
+
+def run_dispatch(services: Services, limit: int, now: datetime) -> DispatchReport:
+    """One dispatch over these services at `now`."""
+    rows = claim(services.engine, limit, now)
+    run = _Dispatch(services, now, DispatchReport(len(rows)))
+    by_operation: dict[str, list[Claimed]] = {}
+    for row in rows:
+        by_operation.setdefault(row.operation_id, []).append(row)
+    stop_at = time.monotonic() + WORK_BUDGET_SECONDS
+    for operation_id, op_rows in by_operation.items():
+        if time.monotonic() > stop_at:
+            run.report.released += len(op_rows)
+            continue
+        try:
+            run.operation(operation_id, op_rows)
+        except Exception:
+            # marking failed (the database went away?): the rows come back when the lease ends
+            log.exception("outbox: operation not dispatched", extra={"operation_id": operation_id})
+            run.report.failed += len(op_rows)
+    metrics.OUTBOX_PENDING.set(pending_count(services.engine))
+    return run.report
+
+
+class _Dispatch:
+    """One dispatch's state: its clock, what it did, and whether GitLab is being left alone."""
+
+    def __init__(self, services: Services, now: datetime, report: DispatchReport):
+        self.engine = services.engine
+        self.public_url = services.settings.public_url
+        #: asked for clients only by an effect that calls out
+        self._services = services
+        self.now = now
+        self.report = report
+        #: GitLab said "not now": its effects wait until then, without costing an attempt
+        self.gitlab_paused_until: datetime | None = None
+
+    def operation(self, operation_id: str, rows: list[Claimed]) -> None:
+        """Performs one operation's claimed rows; nothing raised here stops the other operations."""
+        try:
+            view = load_status(self.engine, operation_id)
+        except Exception as exc:
+            log.exception("outbox: cannot read the operation", extra={"operation_id": operation_id})
+            self._failed(rows, exc, deterministic=False)
+            return
+        if view is None:
+            self._sent(rows, "skipped: the operation is gone")
+            return
+        groups: dict[str, list[Claimed]] = {}
+        for row in rows:
+            groups.setdefault(row.effect, []).append(row)
+        for effect in sorted(groups, key=lambda e: ORDER.index(e) if e in ORDER else len(ORDER)):
+            self._effect(view, effect, groups[effect])
+
+    def _effect(self, view: StatusView, effect: str, rows: list[Claimed]) -> None:
+        """One effect for one operation, once for all its rows; marks them by the outcome."""
+        extra = {"operation_id": view.operation_id, "effect": effect}
+        if effect in GITLAB_EFFECTS and self.gitlab_paused_until is not None:
+            self._defer(rows, self.gitlab_paused_until)
+            return
+        try:
+            note = self._perform(view, effect)
+        except TransientError as exc:
+            log.warning("outbox: %s failed, will retry: %s", effect, exc, extra=extra)
+            retry_after = getattr(exc, "retry_after", None)
+            until = self._failed(rows, exc, deterministic=False, retry_after=retry_after)
+            if isinstance(exc, GitLabUnavailable):
+                self.gitlab_paused_until = until
+        except CannotProceed as exc:
+            log.warning("outbox: %s refused: %s", effect, exc, extra=extra)
+            self._failed(rows, exc, deterministic=True)
+        except Exception as exc:
+            log.exception("outbox: %s failed unexpectedly", effect, extra=extra)
+            self._failed(rows, exc, deterministic=True)
+        else:
+            self._sent(rows, note, performed=note is None)
+
+    def _perform(self, view: StatusView, effect: str) -> str | None:
+        """Performs `effect` for the operation as it is now; a note when there was nothing to do."""
+        if effect == Effect.WITHDRAW_APPROVAL:
+            if view.approval_id is None:
+                return "skipped: no approval request"
+            self._clients().approval.withdraw(view.approval_id)
+            return None
+        if effect not in GITLAB_EFFECTS:
+            raise CannotProceed(f"unknown outbox effect {effect!r}")
+        if view.mr_iid is None:
+            return "skipped: no MR yet"
+        project = self._clients().author.project(view.gitlab_project)
+        if effect == Effect.STATUS_COMMENT:
+            body = render_status(view, self.public_url)
+            digest = hashlib.sha256(body.encode()).hexdigest()
+            if view.status_note_id is not None and digest == view.status_note_hash:
+                return "unchanged"  # the comment already says this: no call at all
+            note_id = upsert_status_note(
+                project, view.mr_iid, view.operation_id, body, note_id=view.status_note_id
+            )
+            touch(self.engine, view.operation_id, status_note_id=note_id, status_note_hash=digest)
+        elif effect == Effect.UNAPPROVE:
+            # the content changed after approval: GitLab's own rules must not count our approvals
+            unapprove(self._clients().approvers, project, view.mr_iid)
+        elif effect == Effect.LABELS:
+            if not view.owns_binding:
+                # a newer request for the same subject and target owns the MR's label now
+                return "skipped: superseded by a newer request"
+            add, remove = label_change(view.phase)
+            set_labels(project, view.mr_iid, add, remove)
+        else:
+            # checked again at send time: a person's MR is never closed by the bot
+            if not view.mr_opened_by_bot:
+                return "skipped: not the bot's MR"
+            if view.phase not in _CLOSING:
+                return f"skipped: the request is {view.phase.value}, not closed"
+            close_mr(project, view.mr_iid)
+        return None
+
+    def _clients(self) -> Clients:
+        return self._services.require_clients()
+
+    def _sent(self, rows: Sequence[Claimed], note: str | None, *, performed: bool = False) -> None:
+        mark_sent(self.engine, rows, self.now, note)
+        self.report.sent += len(rows)
+        if performed:
+            self.report.coalesced += len(rows) - 1
+        SENT_TOTAL.labels(rows[0].effect).inc(len(rows))
+
+    def _failed(
+        self,
+        rows: Sequence[Claimed],
+        exc: BaseException,
+        *,
+        deterministic: bool,
+        retry_after: float | None = None,
+    ) -> datetime:
+        """Backs the rows off (dead past MAX_ATTEMPTS deterministic failures); their next time."""
+        attempts = max(r.attempts for r in rows) + 1
+        delay = timedelta(seconds=max(backoff(attempts - 1), retry_after or 0.0))
+        error = scrub(f"{type(exc).__name__}: {exc}")
+        dead = deterministic and attempts >= MAX_ATTEMPTS
+        if dead:
+            delay = max(delay, DEAD_RETRY)
+            error = "dead: " + error
+        until = self.now + delay
+        back_off(self.engine, rows, until, _cap(error))
+        effect = rows[0].effect
+        self.report.failed += len(rows)
+        FAILURES_TOTAL.labels(effect).inc(len(rows))
+        newly_dead = [r for r in rows if r.attempts + 1 == MAX_ATTEMPTS] if dead else []
+        if newly_dead:
+            self.report.dead += len(newly_dead)
+            DEAD_TOTAL.labels(effect).inc(len(newly_dead))
+            log.error(
+                "outbox: %s is dead after %d attempts",
+                effect,
+                MAX_ATTEMPTS,
+                extra={"operation_id": rows[0].operation_id, "effect": effect},
+            )
+        return until
+
+    def _defer(self, rows: Sequence[Claimed], until: datetime) -> None:
+        """Puts rows off to `until` without counting an attempt (GitLab asked for a pause)."""
+        defer(self.engine, rows, until, "deferred: GitLab was unavailable")
+        self.report.deferred += len(rows)
+
+
+def _cap(text: str) -> str:
+    return text if len(text) <= ERROR_LIMIT else text[: ERROR_LIMIT - 1] + "…"

@@ -1,0 +1,116 @@
+"""drive(operation_id): run the operation's next step, and the ones after it while it moves.
+
+Any number of workers may call it for the same operation: a lease in the database lets one run
+the step; the others reschedule themselves. Every exit leaves a waiting or terminal state, or a
+deadline the sweep will act on.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from contextlib import suppress
+
+from bot.app.steps import Ctx, approval, creation, handling
+from bot.app.steps.common import advance, short
+from bot.app.steps.waits import retry_later
+from bot.core.events import Event
+from bot.core.next_step import Action, next_action
+from bot.errors import CannotProceed, TransientError, UnknownOperation
+from bot.queueing import DRIVE_JOB, QueueUnavailable
+from bot.services import Services
+from bot.store.models import utcnow
+from bot.store.operations import OperationRow, load, release_lease, take_lease
+
+log = logging.getLogger(__name__)
+
+#: Steps one job runs back to back before it leaves the rest to a new job.
+MAX_CHAIN = 8
+#: Seconds a job that found the operation busy waits before trying again.
+BUSY_RETRY = 2.0
+
+STEPS: dict[Action, Callable[[Ctx], bool]] = {
+    Action.SUBMIT_APPROVAL: approval.submit_approval,
+    Action.AWAIT_APPROVAL: approval.await_approval,
+    Action.CREATE_MR: creation.create_mr,
+    Action.POLL_PIPELINE: creation.poll_pipeline,
+    Action.START_HANDLING: creation.start_handling,
+    Action.REQUEST_APPROVAL: creation.request_approval,
+    Action.HANDLE: handling.handle,
+    Action.POLL_REBASE: handling.poll_rebase,
+}
+
+#: The failure each step writes when it cannot go on (DESIGN §9: every exit leaves a state).
+DECLARED_FAILURE: dict[Action, Event] = {
+    Action.SUBMIT_APPROVAL: Event.APPROVAL_SUBMIT_FAILED,
+    Action.CREATE_MR: Event.CREATE_ERROR,
+    Action.POLL_PIPELINE: Event.CREATE_ERROR,
+    Action.REQUEST_APPROVAL: Event.CREATE_ERROR,
+    Action.HANDLE: Event.MERGE_ERROR,
+    Action.POLL_REBASE: Event.MERGE_ERROR,
+}
+
+
+def drive(services: Services, operation_id: str, expected_version: int | None = None) -> str:
+    """Runs the operation's due steps; what it stopped at. `expected_version`: only if unmoved."""
+    try:
+        op = load(services.engine, operation_id)
+    except UnknownOperation:
+        return "unknown"
+    if not op.owner:
+        return "stale"
+    if expected_version is not None and op.version != expected_version:
+        return "moved"  # an event got there first: this late poll changes nothing
+    token = take_lease(services.engine, op.id, services.settings.step_timeout)
+    if token is None:
+        with suppress(QueueUnavailable):  # if Redis is down the deadline brings the sweep
+            services.queue.enqueue_in(BUSY_RETRY, DRIVE_JOB, op.id)
+        return "busy"
+    try:
+        return _run(services, op)
+    finally:
+        release_lease(services.engine, op.id, token)
+
+
+def _run(services: Services, op: OperationRow) -> str:
+    clients = services.require_clients()
+    action = Action.NONE
+    for _ in range(MAX_CHAIN):
+        action = next_action(op.state, op.step, op.flow)
+        step = STEPS.get(action)
+        now = utcnow()
+        if step is None or (
+            action is Action.AWAIT_APPROVAL and op.deadline_at and op.deadline_at > now
+        ):
+            return action.value
+        if not _attempt(Ctx(services, clients, op, now), action, step):
+            return action.value
+        op = load(services.engine, op.id)
+        if not op.owner:
+            return "stale"
+    return action.value
+
+
+def _attempt(ctx: Ctx, action: Action, step: Callable[[Ctx], bool]) -> bool:
+    """Runs one step; True when the operation moved. Failures are classified here, once."""
+    extra = {"operation_id": ctx.op.id, "action": action.value}
+    failure = DECLARED_FAILURE.get(action)
+    try:
+        return step(ctx)
+    except TransientError as exc:
+        log.info("transient failure, retrying later: %s", short(exc), extra=extra)
+        if retry_later(ctx.services, ctx.op, ctx.now, getattr(exc, "retry_after", None)):
+            return False
+        if failure is None:
+            return False
+        return advance(ctx, failure, error_detail=f"gave up after repeated failures: {short(exc)}")
+    except CannotProceed as exc:
+        log.warning("step failed: %s", short(exc), extra=extra)
+        if failure is None:
+            return False
+        return advance(ctx, failure, error_detail=short(exc))
+    except Exception as exc:
+        log.exception("step crashed", extra=extra)
+        if failure is not None:
+            advance(ctx, failure, error_detail=f"unexpected {type(exc).__name__}: {short(exc)}")
+        raise

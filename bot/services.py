@@ -9,12 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy.engine import Engine
-
 from bot.approval import ApprovalClient
 from bot.config import Settings
 from bot.gitlab import Account, ApproveComponent
 from bot.queueing import WorkQueue
+from bot.store.engine import Engine
 
 
 class NoClients(RuntimeError):

@@ -15,7 +15,6 @@ from typing import Any
 
 from flask import Blueprint, Response, request
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
-from sqlalchemy.engine import Engine
 
 from bot.config import Settings
 from bot.core.diagram import path_diagram
@@ -24,6 +23,7 @@ from bot.core.labels import phase_title
 from bot.core.states import IN_FLIGHT, TERMINAL, BindingState, Step
 from bot.queueing import HOOKS_INTERVAL
 from bot.render.status import TEMPLATES_DIR, StatusView, TimelineEntry, load_status
+from bot.store.engine import Engine
 from bot.store.hooks import HooksReport, last_report
 from bot.store.models import utcnow
 from bot.store.queries import step_name

@@ -15,11 +15,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from sqlalchemy.engine import Engine
-
 from bot.app.events.validate import mark_validated
 from bot.core.events import Source
 from bot.services import Services
+from bot.store.engine import Engine
 from bot.store.flags import get_flag
 from bot.store.models import utcnow
 from bot.store.reconcile import MergedChange, Signal, merged_and_signals

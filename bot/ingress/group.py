@@ -14,11 +14,10 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from sqlalchemy.engine import Engine
-
 from bot.ingress import inbox
 from bot.ingress.inbox import Delivery, Stored
 from bot.queueing import INBOX_JOB, QueueUnavailable, WorkQueue
+from bot.store.engine import Engine
 
 #: At most this many deliveries per statement (bounds one commit's size and one job's work).
 MAX_BATCH = 32

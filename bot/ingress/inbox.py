@@ -16,9 +16,9 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from prometheus_client import Counter
-from sqlalchemy.engine import Engine
 
 from bot.store import inbox as table
+from bot.store.engine import Engine
 from bot.store.inbox import (
     DIED,
     MAX_REASON,

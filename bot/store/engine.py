@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import create_engine, event
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Engine as Engine  # the type the layers above hold, from here
 from sqlalchemy.orm import Session, sessionmaker
 
 from bot.store import writeguard

@@ -14,14 +14,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sqlalchemy.engine import Engine
-
 from bot.core.commands import Verb
 from bot.core.events import Source
 from bot.core.states import BindingState
 from bot.store import commands as store
 from bot.store.audit import insert_unmoved, record_unmoved
 from bot.store.commands import MrOperation
+from bot.store.engine import Engine
 from bot.store.fire import FireResult
 from bot.store.tx import Tx
 

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from sqlalchemy.engine import Engine
-
+from bot.store.engine import Engine
 from bot.store.models import utcnow
 from bot.store.replies import claim_slot
 

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import time
 
-from sqlalchemy.engine import Engine
-
 from bot.app.commands.once import (
     ACCEPTED,
     NO_REQUEST,
@@ -29,6 +27,7 @@ from bot.core.events import Event, Source
 from bot.core.states import REVERTIBLE, BindingState
 from bot.errors import IllegalTransition, InProgress
 from bot.store.commands import MrOperation, binding_of
+from bot.store.engine import Engine
 from bot.store.fire import record_outcome
 from bot.store.submit import NewRequest, submit_in
 from bot.store.tx import Tx

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import time
 
-from sqlalchemy.engine import Engine
-
 from bot.app.commands.once import (
     ACCEPTED,
     NO_REQUEST,
@@ -34,6 +32,7 @@ from bot.core.events import Event, Source
 from bot.core.states import FAILED
 from bot.errors import Conflict, IllegalTransition, InProgress, NotOwner, UnknownOperation
 from bot.store.commands import MrOperation, queue_status_comment
+from bot.store.engine import Engine
 from bot.store.fire import fire_in, record_outcome
 from bot.store.submit import NewRequest, submit_in
 from bot.store.tx import Tx

@@ -9,8 +9,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy.engine import Engine
-
 from bot.app.events.mismatch import record_mismatch
 from bot.app.events.outcome import Outcome
 from bot.app.events.stale import record_stale
@@ -19,6 +17,7 @@ from bot.approval.decision import Decision
 from bot.core.events import Event, Source
 from bot.core.states import AWAITING_APPROVAL
 from bot.errors import Conflict, IllegalTransition, NotOwner, UnknownOperation
+from bot.store.engine import Engine
 from bot.store.fire import fire
 from bot.store.lookups import change_identity, read_current
 

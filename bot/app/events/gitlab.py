@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy.engine import Engine
-
 from bot.app.events.outcome import Outcome
 from bot.app.events.signals import on_target_pipeline
 from bot.app.events.stale import record_stale
@@ -14,6 +12,7 @@ from bot.core.events import Event, Source
 from bot.core.states import AWAITING_PIPELINE, BindingState, Step
 from bot.errors import Conflict, IllegalTransition, NotOwner, UnknownOperation
 from bot.ingress.gitlab_events import MergeRequestEvent, PipelineEvent
+from bot.store.engine import Engine
 from bot.store.fire import Current, fire
 from bot.store.lookups import mr_owner, mr_owner_with
 

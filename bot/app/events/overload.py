@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from sqlalchemy.engine import Engine
-
 from bot.queueing import QueueUnavailable, WorkQueue
+from bot.store.engine import Engine
 from bot.store.flags import get_flag
 
 #: What a person is told when the bound refuses a new request.

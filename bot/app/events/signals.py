@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from sqlalchemy.engine import Engine
-
 from bot.app.events.mismatch import record_mismatch
 from bot.app.events.outcome import Outcome
 from bot.app.events.stale import record_stale
@@ -12,6 +10,7 @@ from bot.core.events import Event, Source
 from bot.errors import IllegalTransition, NotOwner, UnknownOperation
 from bot.ingress.deploy import DeployAuth, DeployCallback
 from bot.ingress.gitlab_events import DeploymentEvent, PipelineEvent
+from bot.store.engine import Engine
 from bot.store.fire import fire
 from bot.store.lookups import OperationRef, callback_target, merge_commit_owner
 from bot.store.signals import record_signal

@@ -5,11 +5,11 @@ from __future__ import annotations
 import logging
 
 from prometheus_client import Counter
-from sqlalchemy.engine import Engine
 
 from bot.app.events.outcome import Outcome
 from bot.core.events import Event, Source
 from bot.store.audit import record_unmoved
+from bot.store.engine import Engine
 
 log = logging.getLogger(__name__)
 

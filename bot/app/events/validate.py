@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import time
 
-from sqlalchemy.engine import Engine
-
 from bot import metrics
 from bot.app.events.outcome import Outcome
 from bot.app.events.stale import record_stale
 from bot.core.events import Event, Source
 from bot.core.states import BindingState
 from bot.errors import NotOwner, UnknownOperation
+from bot.store.engine import Engine
 from bot.store.fire import Current, FireResult, fire_in, record_outcome
 from bot.store.tx import Tx
 from bot.store.validate import under_validation_locks

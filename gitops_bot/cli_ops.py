@@ -65,12 +65,22 @@ def list_command(states: tuple[str, ...], limit: int, as_json: bool) -> None:
 
 
 def _operator_action(operation_id: str, event: Event, actor: str | None) -> None:
-    from bot.store.models import utcnow
-    from gitops_bot import ops, ops_act
+    from bot.app import operator
+    from gitops_bot import ops
 
     with ops.connected(Settings.from_env()) as services:
-        acted = ops_act.act(services, operation_id, event, actor or ops.operator_name(), utcnow())
-    click.echo(ops_act.acted_text(acted))
+        try:
+            moved = operator.move(
+                services,
+                operation_id,
+                event,
+                actor=actor or ops.operator_name(),
+                # the embedded default's queue lives in the bot's own process, not this one
+                queue_reaches_bot=services.settings.redis_url is not None,
+            )
+        except operator.OperatorRefused as refused:
+            raise ops.Refused(refused.message) from None
+    click.echo(operator.move_text(moved))
 
 
 _ACTOR = click.option(

@@ -3,8 +3,8 @@
 Each command talks to GITOPS_DATABASE_URL (and, for hooks, GitLab as the author bot) directly, so
 no web server is needed; `cli.py` parses the arguments and prints what these return. A refusal is
 a `Refused` (click prints it and exits 1). Text is aligned for people; `*_json` is for scripts.
-Retry and cancel are in ops_act.py, flags in ops_flags.py, reconcile in ops_reconcile.py, hooks
-in ops_hooks.py.
+Retry and cancel are bot/app/operator.py's (as for the API and MR commands), flags in
+ops_flags.py, reconcile in ops_reconcile.py, hooks in ops_hooks.py.
 """
 
 from __future__ import annotations

@@ -11,14 +11,16 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 
+from bot.app import operator
 from bot.app.events.overload import QUEUE_FULL, queue_full
+from bot.app.operator import Refusal
 from bot.core.events import Event, Source
 from bot.core.managed import is_managed
 from bot.core.states import BindingState, Flow, Step
-from bot.errors import Conflict, IllegalTransition, InProgress, NotOwner, UnknownOperation
+from bot.errors import Conflict, IllegalTransition, InProgress, NotOwner
 from bot.queueing import DRIVE_JOB, QueueUnavailable
 from bot.services import Services
-from bot.store.fire import FireResult, fire, with_conflict_retry
+from bot.store.fire import fire, with_conflict_retry
 from bot.store.flags import get_flag
 from bot.store.queries import (
     IdempotentHit,
@@ -243,33 +245,24 @@ def get_change(operation_id: str) -> Response:
     return jsonify(_view_json(services_of(), operation_id))
 
 
-def _fire(operation_id: str, event: Event, source: Source, actor: str) -> FireResult:
-    engine = services_of().engine
-    # an operator's retry gives the sweep its whole re-drive budget again
-    changes = {"attempts": 0} if event is Event.RETRY else None
-    try:
-        return with_conflict_retry(
-            lambda: fire(engine, operation_id, event, source=source, actor=actor, changes=changes)
-        )
-    except UnknownOperation:
-        raise ApiError(404, "not_found", "no operation has this id") from None
-    except NotOwner:
-        raise ApiError(
-            409, "stale_operation", "a newer request has replaced this operation"
-        ) from None
-    except IllegalTransition as exc:
-        raise ApiError(409, "illegal_transition", str(exc)) from None
-    except Conflict:
-        raise ApiError(409, "conflict", "the operation kept moving; try again") from None
+#: How each refusal of an operator action answers: status, code, message (None: the cause's).
+_REFUSED: dict[Refusal, tuple[int, str | None]] = {
+    Refusal.NOT_FOUND: (404, "no operation has this id"),
+    Refusal.STALE: (409, "a newer request has replaced this operation"),
+    Refusal.ILLEGAL: (409, None),
+    Refusal.CONFLICT: (409, "the operation kept moving; try again"),
+}
 
 
 def _operator(operation_id: str, event: Event) -> Response:
     services = services_of()
     if not OPERATION_ID.fullmatch(operation_id):
         raise ApiError(404, "not_found", "no operation has this id")
-    _fire(operation_id, event, Source.OPERATOR, OPERATOR_ACTOR)
-    if event is Event.RETRY:
-        _enqueue_drive(services, operation_id)
+    try:
+        operator.move(services, operation_id, event, actor=OPERATOR_ACTOR)
+    except operator.OperatorRefused as refused:
+        status, message = _REFUSED[refused.kind]
+        raise ApiError(status, refused.kind.value, message or refused.detail) from None
     return jsonify(_view_json(services, operation_id))
 
 

@@ -181,7 +181,7 @@ def test_actions_on_an_unknown_operation_are_404(api: Api, action: str, op_id: s
 
 def test_a_lasting_conflict_is_409_after_retries(api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
     """When every attempt loses the compare-and-set race the answer is 409 conflict."""
-    import webhooks.api
+    from bot.app import operator
 
     op_id = make_operation(api.engine, S.CREATE_FAILED)
     attempts: list[str] = []
@@ -190,7 +190,7 @@ def test_a_lasting_conflict_is_409_after_retries(api: Api, monkeypatch: pytest.M
         attempts.append(args[1])
         raise Conflict("moved under us")
 
-    monkeypatch.setattr(webhooks.api, "fire", racing)
+    monkeypatch.setattr(operator, "fire", racing)
     response = api.call("POST", f"/api/v1/changes/{op_id}/retry")
     assert response.status_code == 409
     assert response.json is not None

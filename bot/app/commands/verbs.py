@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 
+from bot.app import operator
 from bot.app.commands.once import (
     ACCEPTED,
     NO_REQUEST,
@@ -30,10 +31,10 @@ from bot.app.commands.once import (
 from bot.app.commands.revert import revert, revert_candidate
 from bot.core.events import Event, Source
 from bot.core.states import FAILED
-from bot.errors import Conflict, IllegalTransition, InProgress, NotOwner, UnknownOperation
+from bot.errors import Conflict, IllegalTransition, InProgress
 from bot.store.commands import MrOperation, queue_status_comment
 from bot.store.engine import Engine
-from bot.store.fire import fire_in, record_outcome
+from bot.store.fire import record_outcome
 from bot.store.submit import NewRequest, submit_in
 from bot.store.tx import Tx
 
@@ -116,8 +117,8 @@ def _move(engine: Engine, mr: MrRef, inv: Invocation, event: Event) -> CommandRe
         if not op.owner:
             return refuse_in(conn, op.id, inv, "a newer request has replaced this one")
         started = time.perf_counter()
-        try:
-            moved = fire_in(
+        try:  # the operator's retry and cancel, as the API's and the CLI's (bot/app/operator.py)
+            moved = operator.move_in(
                 conn,
                 op.id,
                 event,
@@ -126,11 +127,11 @@ def _move(engine: Engine, mr: MrRef, inv: Invocation, event: Event) -> CommandRe
                 correlation_id=inv.correlation_id,
                 detail=_detail(inv),
             )
-        except IllegalTransition:
-            record_outcome(event, "illegal", started)
-            reason = f"{inv.verb.value} is not possible while the request is {words(op.state)}"
-            return refuse_in(conn, op.id, inv, reason)
-        except (NotOwner, UnknownOperation):
+        except operator.OperatorRefused as refused:
+            if refused.kind is operator.Refusal.ILLEGAL:
+                record_outcome(event, "illegal", started)
+                reason = f"{inv.verb.value} is not possible while the request is {words(op.state)}"
+                return refuse_in(conn, op.id, inv, reason)
             record_outcome(event, "stale", started)
             return refuse_in(conn, op.id, inv, "a newer request has replaced this one")
         except Conflict:

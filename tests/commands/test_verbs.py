@@ -13,7 +13,6 @@ from bot.core.states import Flow
 from bot.gitlab import status_marker
 from bot.store.flags import set_flag
 from bot.store.models import AUDIT, OUTBOX
-from bot.store.operations import touch
 from tests.builders import operation
 from tests.commands import (
     AUTHOR,
@@ -220,22 +219,6 @@ def test_retry_redrives_a_failed_request(bot: Bot) -> None:
     )
     assert (row["source"], row["actor"]) == ("command", AUTHOR)
     assert_versions_match_audit(bot, op["id"])
-
-
-def test_retry_restarts_the_sweeps_budget_as_the_api_and_the_cli_do(bot: Bot) -> None:
-    """`/gitops retry` is the operator's retry (bot/app/operator.py): like `POST .../retry` and
-    `gitops-bot retry` it gives the change the sweep's whole re-drive budget again, so a change
-    retried from its MR is not given up by the next sweep for the attempts spent before."""
-    iid = person_mr(bot)
-    say(bot, AUTHOR, "/gitops apply", iid)
-    [op] = operations_of(bot, iid)
-    bot.pass_pipeline(op["id"], status="failed")
-    bot.settle()
-    assert bot.state(op["id"]) is S.CREATE_FAILED
-    touch(bot.services.engine, op["id"], attempts=5)  # re-drives spent before it failed
-    say(bot, AUTHOR, "/gitops retry", iid)
-    assert bot.state(op["id"]) is S.MR_CREATING
-    assert operation(bot.services.engine, op["id"])["attempts"] == 0
 
 
 def test_retry_with_nothing_to_retry_is_refused(bot: Bot) -> None:

@@ -16,6 +16,7 @@ from bot.core.events import Event, Source
 from bot.core.identity import identity_from_request
 from bot.core.resolve import resolve
 from bot.core.states import IN_FLIGHT, BindingState, Flow
+from bot.core.table import Transition
 from bot.errors import Conflict, IllegalTransition, InProgress
 from bot.store.fire import (
     FireResult,
@@ -127,61 +128,9 @@ def submit_in(
             raise InProgress(binding.operation_id)
         raise IllegalTransition(f"{event} is not allowed in {state}")
     with state_writes(conn):
-        if binding is None:
-            binding_id = conn.execute(
-                insert(_bindings)
-                .values(
-                    subject_id=request.subject_id,
-                    target_key=request.target_key,
-                    operation_id=op_id,
-                    state=transition.target.value,
-                    version=1,
-                    updated_at=now,
-                )
-                .returning(_bindings.c.id)
-            ).scalar_one()
-        else:
-            binding_id = binding.id
-            moved = conn.execute(
-                update(_bindings)
-                .where(_bindings.c.id == binding.id, _bindings.c.version == binding.version)
-                .values(
-                    operation_id=op_id,
-                    state=transition.target.value,
-                    version=binding.version + 1,
-                    updated_at=now,
-                )
-            )
-            if moved.rowcount != 1:
-                raise Conflict(f"{request.subject_id} -> {request.target_key} moved under us")
-        conn.execute(
-            insert(_ops).values(
-                id=op_id,
-                binding_id=binding_id,
-                subject_id=request.subject_id,
-                target_key=request.target_key,
-                flow=request.flow.value,
-                step=transition.step.value,
-                version=1,
-                kind="revert" if request.reverts_operation_id else "change",
-                reverts_operation_id=request.reverts_operation_id,
-                project=request.project,
-                target_branch=request.target_branch,
-                title=request.title,
-                description=request.description,
-                files=request.files,
-                change_identity=_identity(request),
-                requested_by=request.requested_by,
-                idempotency_key=request.idempotency_key,
-                request_hash=request.request_hash,
-                mr_iid=request.mr_iid,
-                mr_url=request.mr_url,
-                mr_opened_by_bot=False,
-                attempts=0,
-                created_at=now,
-                updated_at=now,
-            )
-        )
+        binding_id = _claim_binding(conn, request, binding, op_id, transition.target, now)
+        row = _operation_row(request, op_id, binding_id, transition, now)
+        conn.execute(insert(_ops).values(row))
     after = snapshot_of(op_values, request.flow)
     write_audit_and_outbox(
         conn,
@@ -205,6 +154,73 @@ def submit_in(
         1,
     )
     return FireResult(op_id, event, state, transition.target, transition.step, 1)
+
+
+def _claim_binding(
+    conn: Connection,
+    request: NewRequest,
+    binding: Any,
+    op_id: str,
+    target: BindingState,
+    now: datetime,
+) -> int:
+    """The (subject, target) binding now owned by `op_id` in `target`: created, or taken over by
+    compare-and-set on its version (Conflict when it moved under us); its id."""
+    if binding is None:
+        return int(
+            conn.execute(
+                insert(_bindings)
+                .values(
+                    subject_id=request.subject_id,
+                    target_key=request.target_key,
+                    operation_id=op_id,
+                    state=target.value,
+                    version=1,
+                    updated_at=now,
+                )
+                .returning(_bindings.c.id)
+            ).scalar_one()
+        )
+    moved = conn.execute(
+        update(_bindings)
+        .where(_bindings.c.id == binding.id, _bindings.c.version == binding.version)
+        .values(operation_id=op_id, state=target.value, version=binding.version + 1, updated_at=now)
+    )
+    if moved.rowcount != 1:
+        raise Conflict(f"{request.subject_id} -> {request.target_key} moved under us")
+    return int(binding.id)
+
+
+def _operation_row(
+    request: NewRequest, op_id: str, binding_id: int, transition: Transition, now: datetime
+) -> dict[str, Any]:
+    """The new operation's row, at version 1 in the transition's step."""
+    return {
+        "id": op_id,
+        "binding_id": binding_id,
+        "subject_id": request.subject_id,
+        "target_key": request.target_key,
+        "flow": request.flow.value,
+        "step": transition.step.value,
+        "version": 1,
+        "kind": "revert" if request.reverts_operation_id else "change",
+        "reverts_operation_id": request.reverts_operation_id,
+        "project": request.project,
+        "target_branch": request.target_branch,
+        "title": request.title,
+        "description": request.description,
+        "files": request.files,
+        "change_identity": _identity(request),
+        "requested_by": request.requested_by,
+        "idempotency_key": request.idempotency_key,
+        "request_hash": request.request_hash,
+        "mr_iid": request.mr_iid,
+        "mr_url": request.mr_url,
+        "mr_opened_by_bot": False,
+        "attempts": 0,
+        "created_at": now,
+        "updated_at": now,
+    }
 
 
 def _identity(request: NewRequest) -> dict[str, Any] | None:

@@ -228,23 +228,38 @@ def approve_once(
         # so an approve that did land (a timeout after sending) is found then.
         raise
     except GitLabError as err:
-        code = err.status_code
-        final = last or (isinstance(err, GitLabRefused) and code not in _RETRYABLE_REFUSALS)
-        if not final:
-            delay = backoff(attempt)
-            log.info("approve failed; retry scheduled", extra={**extra, "status_code": code})
-            return ApproveResult(
-                ApproveOutcome.RETRY, retry_in=delay, status_code=code, reason=str(err)
-            )
-        # before calling it a failure: the refusal (or the lost answer) may hide a done approval
-        if _has_approved(account, seen, iid):
-            log.info("approve refused but approval present", extra={**extra, "status_code": code})
-            return ApproveResult(
-                ApproveOutcome.APPROVED, status_code=code, reason="approval found after the refusal"
-            )
-        log.warning("approve failed", extra={**extra, "status_code": code})
-        return ApproveResult(ApproveOutcome.FAILED, status_code=code, reason=str(err))
+        return _after_refusal(account, seen, iid, err, attempt, last=last, extra=extra)
     return ApproveResult(ApproveOutcome.APPROVED, reason="approved")
+
+
+def _after_refusal(
+    account: Account,
+    seen: Project,
+    iid: int,
+    err: GitLabError,
+    attempt: int,
+    *,
+    last: bool,
+    extra: dict[str, Any],
+) -> ApproveResult:
+    """A refused approve: RETRY after backoff while attempts are left and the refusal may pass;
+    else APPROVED if the approval is there after all (the refusal or a lost answer hid it),
+    else FAILED."""
+    code = err.status_code
+    final = last or (isinstance(err, GitLabRefused) and code not in _RETRYABLE_REFUSALS)
+    if not final:
+        delay = backoff(attempt)
+        log.info("approve failed; retry scheduled", extra={**extra, "status_code": code})
+        return ApproveResult(
+            ApproveOutcome.RETRY, retry_in=delay, status_code=code, reason=str(err)
+        )
+    if _has_approved(account, seen, iid):
+        log.info("approve refused but approval present", extra={**extra, "status_code": code})
+        return ApproveResult(
+            ApproveOutcome.APPROVED, status_code=code, reason="approval found after the refusal"
+        )
+    log.warning("approve failed", extra={**extra, "status_code": code})
+    return ApproveResult(ApproveOutcome.FAILED, status_code=code, reason=str(err))
 
 
 def unapprove(accounts: list[Account], project: Project, iid: int) -> list[str]:

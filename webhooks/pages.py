@@ -1,6 +1,7 @@
 """The dashboard (read-only HTML): requests in flight, pending, failed and finished; one request.
 
-Server-rendered from `templates/pages/` (Jinja2, autoescaped, StrictUndefined), no JavaScript.
+Server-rendered from `templates/pages/` through bot/render/templates.py's HTML environment
+(autoescaped, StrictUndefined), no JavaScript.
 A request gets in with the API token (`Authorization: Bearer`) or, when GITOPS_DASHBOARD_HEADER
 names one, with that header as set by a trusted proxy; anyone else gets the 401 page.
 """
@@ -9,12 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from functools import lru_cache
+from datetime import datetime, timedelta
 from typing import Any
 
 from flask import Blueprint, Response, request
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from bot.config import Settings
 from bot.core.diagram import path_diagram
@@ -22,7 +21,9 @@ from bot.core.hints import Hint, hint_for, words
 from bot.core.labels import phase_title
 from bot.core.states import IN_FLIGHT, TERMINAL, BindingState, Step
 from bot.queueing import HOOKS_INTERVAL
-from bot.render.status import TEMPLATES_DIR, StatusView, TimelineEntry, load_status
+from bot.render.status import StatusView, TimelineEntry, load_status
+from bot.render.templates import get_template
+from bot.render.templates import utc as utc  # the CLI formats moments from here too
 from bot.store.engine import Engine
 from bot.store.hooks import HooksReport, last_report
 from bot.store.models import utcnow
@@ -34,8 +35,8 @@ from webhooks.context import services_of
 
 bp = Blueprint("pages", __name__)
 
-#: The dashboard's templates.
-PAGES_DIR = TEMPLATES_DIR / "pages"
+#: The dashboard's templates (in bot/render/templates.py's TEMPLATES_DIR).
+PAGES = "pages/"
 #: Most requests listed in flight, pending and failed together (oldest change first).
 ACTIVE_LIMIT = 500
 #: Finished requests listed, newest first.
@@ -54,34 +55,15 @@ _HEADERS = {
 }
 
 
-@lru_cache(maxsize=1)
-def environment() -> Environment:
-    """The page templates: every printed value HTML-escaped; a missing name fails loudly."""
-    env = Environment(
-        loader=FileSystemLoader(str(PAGES_DIR)),
-        autoescape=True,
-        undefined=StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    env.filters["utc"] = utc
-    return env
-
-
 def render(template: str, status: int = 200, **context: Any) -> Response:
     """One page as an HTML response with the dashboard's security headers."""
-    body = environment().get_template(template).render(**context)
+    body = get_template(PAGES + template).render(**context)
     response = Response(body, status=status, mimetype="text/html")
     response.headers.update(_HEADERS)
     return response
 
 
 # -- formatting (the CLI shows the same) ----------------------------------------------------------
-
-
-def utc(moment: datetime) -> str:
-    """A moment as `YYYY-MM-DD HH:MM:SS` in UTC."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def duration(seconds: float) -> str:

@@ -10,6 +10,10 @@ dispatcher that dies mid-way loses nothing: its rows come back when the lease ru
 Per operation and dispatch there is at most one status-comment write and one labels call,
 however many rows of that effect are due: both render the operation's current state, so a burst
 of transitions becomes one edit (GitLab allows few note writes a minute).
+
+A row's stored kind is parsed into `Effect` once; a kind this version does not know is a
+permanent failure of that row (dead at once, counted, retried daily like any dead row, never
+performed as anything else). Every known effect has its handler, chosen by an exhaustive `match`.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import assert_never
 
 from prometheus_client import Counter
 
@@ -29,7 +34,14 @@ from bot.core.labels import label_change
 from bot.core.states import BindingState
 from bot.core.table import Effect
 from bot.errors import CannotProceed, TransientError
-from bot.gitlab import GitLabUnavailable, close_mr, set_labels, unapprove, upsert_status_note
+from bot.gitlab import (
+    GitLabUnavailable,
+    Project,
+    close_mr,
+    set_labels,
+    unapprove,
+    upsert_status_note,
+)
 from bot.gitlab.errors import scrub
 from bot.render.status import StatusView, load_status, render_status
 from bot.services import Clients, Services
@@ -62,24 +74,24 @@ DEAD_TOTAL = Counter(
     ["effect"],
 )
 
+#: The metrics' `effect` label of rows whose stored kind is not an `Effect`.
+UNKNOWN = "unknown"
+
 #: The order an operation's effects run in (the comment last, so it shows the others done).
-ORDER: tuple[str, ...] = (
-    Effect.UNAPPROVE.value,
-    Effect.WITHDRAW_APPROVAL.value,
-    Effect.CLOSE_MR.value,
-    Effect.LABELS.value,
-    Effect.STATUS_COMMENT.value,
+ORDER: tuple[Effect, ...] = (
+    Effect.UNAPPROVE,
+    Effect.WITHDRAW_APPROVAL,
+    Effect.CLOSE_MR,
+    Effect.LABELS,
+    Effect.STATUS_COMMENT,
 )
 #: Effects that call GitLab (paused for the rest of a dispatch once GitLab is unavailable).
 GITLAB_EFFECTS = frozenset(
-    {
-        Effect.STATUS_COMMENT.value,
-        Effect.LABELS.value,
-        Effect.CLOSE_MR.value,
-        Effect.UNAPPROVE.value,
-    }
+    {Effect.STATUS_COMMENT, Effect.LABELS, Effect.CLOSE_MR, Effect.UNAPPROVE}
 )
 _CLOSING = frozenset({BindingState.REJECTED, BindingState.CLOSED})
+#: The note of a row whose effect needs the MR, for an operation with none yet.
+NO_MR = "skipped: no MR yet"
 
 
 @dataclass
@@ -94,12 +106,23 @@ class DispatchReport:
     failed: int = 0
     #: rows marked sent without a call of their own (another row of the same effect made it)
     coalesced: int = 0
-    #: rows that reached MAX_ATTEMPTS deterministic failures in this dispatch
+    #: rows that reached MAX_ATTEMPTS deterministic failures in this dispatch (unknown ones
+    #: included the first time they are seen)
     dead: int = 0
+    #: rows whose stored kind is not an `Effect` (failed, nothing performed)
+    unknown: int = 0
     #: rows put off without an attempt: GitLab was unavailable earlier in this dispatch
     deferred: int = 0
     #: rows left to their lease because the dispatch ran out of time
     released: int = 0
+
+
+def parse_effect(kind: str) -> Effect | None:
+    """The effect a row's stored kind names; None for a kind this version does not know."""
+    try:
+        return Effect(kind)
+    except ValueError:
+        return None
 
 
 def run_dispatch(services: Services, limit: int, now: datetime) -> DispatchReport:
@@ -148,13 +171,41 @@ class _Dispatch:
         if view is None:
             self._sent(rows, "skipped: the operation is gone")
             return
-        groups: dict[str, list[Claimed]] = {}
+        groups: dict[Effect, list[Claimed]] = {}
+        unknown: dict[str, list[Claimed]] = {}
         for row in rows:
-            groups.setdefault(row.effect, []).append(row)
+            effect = parse_effect(row.effect)
+            if effect is None:
+                unknown.setdefault(row.effect, []).append(row)
+            else:
+                groups.setdefault(effect, []).append(row)
+        for kind, unknown_rows in unknown.items():
+            self._unknown(kind, unknown_rows)
         for effect in sorted(groups, key=lambda e: ORDER.index(e) if e in ORDER else len(ORDER)):
             self._effect(view, effect, groups[effect])
 
-    def _effect(self, view: StatusView, effect: str, rows: list[Claimed]) -> None:
+    def _unknown(self, kind: str, rows: Sequence[Claimed]) -> None:
+        """Rows of a kind that is no `Effect`: nothing is performed; dead at once, counted once.
+
+        They stay unsent and come back DEAD_RETRY later, like any dead row (a newer version may
+        have written them, and may be running again by then).
+        """
+        error = _cap(scrub(f"dead: unknown outbox effect {kind!r}"))
+        back_off(self.engine, rows, self.now + DEAD_RETRY, error)
+        self.report.failed += len(rows)
+        self.report.unknown += len(rows)
+        FAILURES_TOTAL.labels(UNKNOWN).inc(len(rows))
+        first_seen = [r for r in rows if r.attempts == 0]
+        if first_seen:
+            self.report.dead += len(first_seen)
+            DEAD_TOTAL.labels(UNKNOWN).inc(len(first_seen))
+        log.error(
+            "outbox: unknown effect %r, not performed",
+            kind,
+            extra={"operation_id": rows[0].operation_id, "effect": UNKNOWN},
+        )
+
+    def _effect(self, view: StatusView, effect: Effect, rows: list[Claimed]) -> None:
         """One effect for one operation, once for all its rows; marks them by the outcome."""
         extra = {"operation_id": view.operation_id, "effect": effect}
         if effect in GITLAB_EFFECTS and self.gitlab_paused_until is not None:
@@ -177,44 +228,76 @@ class _Dispatch:
         else:
             self._sent(rows, note, performed=note is None)
 
-    def _perform(self, view: StatusView, effect: str) -> str | None:
+    def _perform(self, view: StatusView, effect: Effect) -> str | None:
         """Performs `effect` for the operation as it is now; a note when there was nothing to do."""
-        if effect == Effect.WITHDRAW_APPROVAL:
-            if view.approval_id is None:
-                return "skipped: no approval request"
-            self._clients().approval.withdraw(view.approval_id)
-            return None
-        if effect not in GITLAB_EFFECTS:
-            raise CannotProceed(f"unknown outbox effect {effect!r}")
+        match effect:
+            case Effect.STATUS_COMMENT:
+                return self._status_comment(view)
+            case Effect.LABELS:
+                return self._labels(view)
+            case Effect.CLOSE_MR:
+                return self._close_mr(view)
+            case Effect.WITHDRAW_APPROVAL:
+                return self._withdraw_approval(view)
+            case Effect.UNAPPROVE:
+                return self._unapprove(view)
+            case _:
+                assert_never(effect)
+
+    def _status_comment(self, view: StatusView) -> str | None:
+        """The MR's one status comment says the operation's current state."""
         if view.mr_iid is None:
-            return "skipped: no MR yet"
-        project = self._clients().author.project(view.gitlab_project)
-        if effect == Effect.STATUS_COMMENT:
-            body = render_status(view, self.public_url)
-            digest = hashlib.sha256(body.encode()).hexdigest()
-            if view.status_note_id is not None and digest == view.status_note_hash:
-                return "unchanged"  # the comment already says this: no call at all
-            note_id = upsert_status_note(
-                project, view.mr_iid, view.operation_id, body, note_id=view.status_note_id
-            )
-            touch(self.engine, view.operation_id, status_note_id=note_id, status_note_hash=digest)
-        elif effect == Effect.UNAPPROVE:
-            # the content changed after approval: GitLab's own rules must not count our approvals
-            unapprove(self._clients().approvers, project, view.mr_iid)
-        elif effect == Effect.LABELS:
-            if not view.owns_binding:
-                # a newer request for the same subject and target owns the MR's label now
-                return "skipped: superseded by a newer request"
-            add, remove = label_change(view.phase)
-            set_labels(project, view.mr_iid, add, remove)
-        else:
-            # checked again at send time: a person's MR is never closed by the bot
-            if not view.mr_opened_by_bot:
-                return "skipped: not the bot's MR"
-            if view.phase not in _CLOSING:
-                return f"skipped: the request is {view.phase.value}, not closed"
-            close_mr(project, view.mr_iid)
+            return NO_MR
+        body = render_status(view, self.public_url)
+        digest = hashlib.sha256(body.encode()).hexdigest()
+        if view.status_note_id is not None and digest == view.status_note_hash:
+            return "unchanged"  # the comment already says this: no call at all
+        note_id = upsert_status_note(
+            self._project(view), view.mr_iid, view.operation_id, body, note_id=view.status_note_id
+        )
+        touch(self.engine, view.operation_id, status_note_id=note_id, status_note_hash=digest)
         return None
+
+    def _labels(self, view: StatusView) -> str | None:
+        """The MR's one gitops:: label is the operation's phase."""
+        if view.mr_iid is None:
+            return NO_MR
+        if not view.owns_binding:
+            # a newer request for the same subject and target owns the MR's label now
+            return "skipped: superseded by a newer request"
+        add, remove = label_change(view.phase)
+        set_labels(self._project(view), view.mr_iid, add, remove)
+        return None
+
+    def _close_mr(self, view: StatusView) -> str | None:
+        """The bot's MR of a rejected or closed request is closed."""
+        if view.mr_iid is None:
+            return NO_MR
+        # checked again at send time: a person's MR is never closed by the bot
+        if not view.mr_opened_by_bot:
+            return "skipped: not the bot's MR"
+        if view.phase not in _CLOSING:
+            return f"skipped: the request is {view.phase.value}, not closed"
+        close_mr(self._project(view), view.mr_iid)
+        return None
+
+    def _withdraw_approval(self, view: StatusView) -> str | None:
+        """The approval system drops the operation's approval request."""
+        if view.approval_id is None:
+            return "skipped: no approval request"
+        self._clients().approval.withdraw(view.approval_id)
+        return None
+
+    def _unapprove(self, view: StatusView) -> str | None:
+        """The approver accounts take back their approvals (the content changed after approval)."""
+        if view.mr_iid is None:
+            return NO_MR
+        # GitLab's own rules must not count our approvals
+        unapprove(self._clients().approvers, self._project(view), view.mr_iid)
+        return None
+
+    def _project(self, view: StatusView) -> Project:
+        return self._clients().author.project(view.gitlab_project)
 
     def _clients(self) -> Clients:
         return self._services.require_clients()

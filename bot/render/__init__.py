@@ -1,4 +1,8 @@
-"""Text the bot writes for people: the MR's status comment, rendered from templates/."""
+"""Text the bot writes for people: the MR's status comment, rendered from templates/.
+
+bot/render/templates.py makes every Jinja environment the product uses (the Markdown one for
+GitLab, the HTML one for the dashboard); bot/render/markdown.py has the Markdown inert rules.
+"""
 
 from __future__ import annotations
 

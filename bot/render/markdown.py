@@ -4,25 +4,20 @@ Every value a template prints is escaped for Markdown and HTML unless it is `Mar
 known-safe parts, so text a requester typed (title, names, error details, paths, reasons) can
 never add markup, ping anyone, reference an issue, hide a bidi character, or put a `/gitops`
 command or a GitLab quick action at the start of a line of the bot's own note. The rules are
-bot/core/inert.py's; this module adds Markdown's and HTML's specials.
+bot/core/inert.py's; this module adds Markdown's and HTML's specials. The Markdown templates'
+environment (bot/render/templates.py) prints every value through `inert` and has the filters
+`inert` and `code`.
 """
 
 from __future__ import annotations
 
 import re
-from functools import lru_cache
-from pathlib import Path
-from typing import Any
 from urllib.parse import quote
 
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
 
 from bot.core.inert import defuse_mentions, single_line
 
-#: Where the templates live: `bot/templates`, package data in the wheel; in a checkout a link to
-#: the repository's top-level templates/.
-TEMPLATES_DIR = Path(__file__).resolve().parents[1] / "templates"
 #: Longest user-provided text shown (title, names); the rest is cut with an ellipsis.
 TEXT_LIMIT = 300
 
@@ -67,7 +62,8 @@ def md_escape(value: object, limit: int = TEXT_LIMIT) -> Markup:
 
 
 def inert(value: object) -> Markup:
-    """The templates' `inert` filter: user text escaped; Markup built from safe parts kept."""
+    """The Markdown templates' `inert` filter and `finalize`: user text escaped; Markup built from
+    safe parts kept (so every printed value that is not Markup is treated as user text)."""
     return value if isinstance(value, Markup) else md_escape(value)
 
 
@@ -85,25 +81,3 @@ def link(text: str, url: str | None) -> Markup | None:
         return None
     safe_url = quote(url, safe=":/?#!$&*+,;=%-._~")
     return Markup(f"[{md_escape(text)}]({safe_url})")
-
-
-def _finalize(value: Any) -> Any:
-    """Every printed value that is not Markup is treated as user text."""
-    return inert(value)
-
-
-@lru_cache(maxsize=4)
-def environment(templates: Path = TEMPLATES_DIR) -> Environment:
-    """The comment templates: StrictUndefined, every printed value escaped, `inert` and `code`."""
-    env = Environment(
-        loader=FileSystemLoader(str(templates)),
-        undefined=StrictUndefined,
-        autoescape=True,
-        finalize=_finalize,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-    )
-    env.filters["code"] = code
-    env.filters["inert"] = inert
-    return env

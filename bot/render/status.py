@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -23,7 +22,8 @@ from bot.core.hints import words
 from bot.core.labels import phase_title
 from bot.core.states import FAILED
 from bot.gitlab.notes import status_marker
-from bot.render.markdown import TEMPLATES_DIR, TEXT_LIMIT, code, environment, link, md_escape
+from bot.render.markdown import TEXT_LIMIT, code, link, md_escape
+from bot.render.templates import TEMPLATES_DIR, get_template, utc
 from bot.store.status import Edge, StatusView, TimelineEntry, load_status
 
 # the escaping helpers and the status view lived here first: their importers keep importing
@@ -37,7 +37,6 @@ __all__ = [
     "StatusView",
     "TimelineEntry",
     "code",
-    "environment",
     "link",
     "load_status",
     "md_escape",
@@ -97,10 +96,6 @@ def _marker(operation_id: str) -> Markup:
     return md_escape(status_marker(operation_id))
 
 
-def _utc(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
-
-
 def _timeline_row(entry: TimelineEntry) -> dict[str, Any]:
     if entry.stale and entry.source == "command":
         # a command that moved nothing itself (status, help, a refusal): say what became of it
@@ -112,7 +107,7 @@ def _timeline_row(entry: TimelineEntry) -> dict[str, Any]:
         before = code(entry.from_state) if entry.from_state else Markup("—")
         change = Markup(f"{before} → {code(entry.to_state)}")
     return {
-        "at": _utc(entry.at),
+        "at": utc(entry.at),
         "change": change,
         "event": code(entry.event),
         "source": entry.source,
@@ -159,7 +154,7 @@ def status_context(view: StatusView, public_url: str) -> dict[str, Any]:
 
 def render_context(context: Mapping[str, Any]) -> str:
     """Renders the status comment template with exactly `context` (a missing name raises)."""
-    return environment().get_template(TEMPLATE).render(**context)
+    return get_template(TEMPLATE).render(**context)
 
 
 def render_status(view: StatusView, public_url: str) -> str:

@@ -112,9 +112,10 @@ def test_the_wheel_ships_the_product_templates_and_migrations_and_no_sim(tmp_pat
     # Installed (a pure wheel unpacks as it is), the product finds its templates there.
     answer = _run(
         """
-from bot.render.markdown import TEMPLATES_DIR, environment
-environment().get_template("status_comment.md.j2")
-environment().get_template("help.md.j2")
+from bot.render.templates import TEMPLATES_DIR, get_template
+get_template("status_comment.md.j2")
+get_template("help.md.j2")
+get_template("pages/index.html.j2")
 print(json.dumps({"templates": str(TEMPLATES_DIR), "bot": importlib.import_module("bot").__file__}))
 """,
         installed,

@@ -30,7 +30,8 @@ from bot.core.commands import DESCRIPTIONS, Command, Rules, Verb
 from bot.core.inert import ensure_inert
 from bot.gitlab import GitLabError, Project, react
 from bot.gitlab.calls import post_json
-from bot.render.status import environment, md_escape
+from bot.render.status import md_escape
+from bot.render.templates import get_template
 from bot.services import Services
 
 log = logging.getLogger(__name__)
@@ -187,4 +188,4 @@ def render_reply(
         "commands": rows,
         "mention": mention,
     }
-    return environment().get_template(REPLY_TEMPLATE).render(**context)
+    return get_template(REPLY_TEMPLATE).render(**context)

@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from bot.core.events import Event, Source
+from bot.core.request import TransitionRequest
 from bot.core.table import TABLE
 from bot.errors import Conflict, IllegalTransition, NotOwner, UnknownOperation
 from bot.queueing import DRIVE_JOB, QueueUnavailable
@@ -47,12 +48,14 @@ def act(services: Services, operation_id: str, event: Event, actor: str, now: da
         result = with_conflict_retry(
             lambda: fire(
                 services.engine,
-                operation_id,
-                event,
-                source=Source.OPERATOR,
-                actor=actor,
-                changes=changes,
-                now=now,
+                TransitionRequest(
+                    operation_id,
+                    event,
+                    source=Source.OPERATOR,
+                    actor=actor,
+                    changes=changes,
+                    now=now,
+                ),
             )
         )
     except UnknownOperation:

@@ -14,6 +14,7 @@ from flask import Blueprint, Response, jsonify, request
 from bot.app.events.overload import QUEUE_FULL, queue_full
 from bot.core.events import Event, Source
 from bot.core.managed import is_managed
+from bot.core.request import TransitionRequest
 from bot.core.states import BindingState, Flow, Step
 from bot.errors import Conflict, IllegalTransition, InProgress, NotOwner, UnknownOperation
 from bot.queueing import DRIVE_JOB, QueueUnavailable
@@ -179,7 +180,10 @@ def _replay(
         try:
             with_conflict_retry(
                 lambda: fire(
-                    services.engine, hit.operation_id, Event.RETRY, source=Source.API, actor=actor
+                    services.engine,
+                    TransitionRequest(
+                        hit.operation_id, Event.RETRY, source=Source.API, actor=actor
+                    ),
                 )
             )
         except (Conflict, IllegalTransition, NotOwner):
@@ -208,7 +212,8 @@ def _fail_overloaded(services: Services, operation_id: str, actor: str) -> bool:
     try:
         with_conflict_retry(
             lambda: fire(
-                services.engine, operation_id, Event.OVERLOADED, source=Source.API, actor=actor
+                services.engine,
+                TransitionRequest(operation_id, Event.OVERLOADED, source=Source.API, actor=actor),
             )
         )
     except (Conflict, IllegalTransition, NotOwner):
@@ -246,10 +251,13 @@ def get_change(operation_id: str) -> Response:
 def _fire(operation_id: str, event: Event, source: Source, actor: str) -> FireResult:
     engine = services_of().engine
     # an operator's retry gives the sweep its whole re-drive budget again
-    changes = {"attempts": 0} if event is Event.RETRY else None
+    changes = {"attempts": 0} if event is Event.RETRY else {}
     try:
         return with_conflict_retry(
-            lambda: fire(engine, operation_id, event, source=source, actor=actor, changes=changes)
+            lambda: fire(
+                engine,
+                TransitionRequest(operation_id, event, source=source, actor=actor, changes=changes),
+            )
         )
     except UnknownOperation:
         raise ApiError(404, "not_found", "no operation has this id") from None

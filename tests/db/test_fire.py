@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 
 from bot.core.events import Event as E
 from bot.core.events import Source
+from bot.core.request import TransitionRequest
 from bot.core.states import BindingState as S
 from bot.core.states import Flow, Step
 from bot.errors import Conflict, IllegalTransition, InProgress, NotOwner, UnknownOperation
@@ -45,11 +46,13 @@ def test_fire_moves_state_step_version_audit_and_outbox_together(db: Engine) -> 
     before = operation(db, op_id)
     result = fire(
         db,
-        op_id,
-        E.MR_OPENED,
-        source=Source.JOB,
-        actor="bot",
-        changes={"mr_iid": 42, "mr_opened_by_bot": True},
+        TransitionRequest(
+            op_id,
+            E.MR_OPENED,
+            source=Source.JOB,
+            actor="bot",
+            changes={"mr_iid": 42, "mr_opened_by_bot": True},
+        ),
     )
     after = operation(db, op_id)
     assert (result.old_state, result.new_state) == (S.MR_CREATING, S.MR_CREATING)
@@ -86,10 +89,10 @@ def test_stale_expected_version_is_a_conflict_and_writes_nothing(db: Engine) -> 
     """A caller holding an old version loses the compare-and-set and changes nothing."""
     op_id = make_operation(db, S.MERGING)
     version = operation(db, op_id)["version"]
-    fire(db, op_id, E.APPROVALS_GIVEN, expected_version=version)
+    fire(db, TransitionRequest(op_id, E.APPROVALS_GIVEN, expected_version=version))
     conflicts = fire_count(E.RETRY, "conflict")
     with pytest.raises(Conflict):
-        fire(db, op_id, E.RETRY, expected_version=version)
+        fire(db, TransitionRequest(op_id, E.RETRY, expected_version=version))
     assert fire_count(E.RETRY, "conflict") == conflicts + 1
     assert operation(db, op_id)["version"] == version + 1
     assert count(db, AUDIT, op_id) == version + 1
@@ -101,7 +104,7 @@ def test_illegal_transition_is_rejected_counted_and_writes_nothing(db: Engine) -
     before, audit, outbox = operation(db, op_id), count(db, AUDIT), count(db, OUTBOX)
     illegal = fire_count(E.MERGED, "illegal")
     with pytest.raises(IllegalTransition, match="merged is not allowed in APPROVAL_SENT"):
-        fire(db, op_id, E.MERGED)
+        fire(db, TransitionRequest(op_id, E.MERGED))
     assert fire_count(E.MERGED, "illegal") == illegal + 1
     assert operation(db, op_id) == before
     assert (count(db, AUDIT), count(db, OUTBOX)) == (audit, outbox)
@@ -112,7 +115,7 @@ def test_a_failing_guard_refuses_with_its_reason(db: Engine) -> None:
     """PIPELINE_PASSED before the MR exists is refused by the has_mr guard."""
     op_id = make_operation(db, S.MR_CREATING)
     with pytest.raises(IllegalTransition, match="has_mr: false"):
-        fire(db, op_id, E.PIPELINE_PASSED)
+        fire(db, TransitionRequest(op_id, E.PIPELINE_PASSED))
 
 
 def test_failure_after_the_state_write_leaves_neither_state_nor_outbox(db: Engine) -> None:
@@ -122,7 +125,7 @@ def test_failure_after_the_state_write_leaves_neither_state_nor_outbox(db: Engin
 
     def crash_after_the_write() -> None:
         with db.begin() as conn:
-            fire_in(conn, op_id, E.MR_OPENED, changes={"mr_iid": 5})
+            fire_in(conn, TransitionRequest(op_id, E.MR_OPENED, changes={"mr_iid": 5}))
             raise RuntimeError("crash after the write, before commit")
 
     with pytest.raises(RuntimeError):
@@ -184,7 +187,7 @@ def test_reapply_resets_in_place_and_old_events_find_no_owner(db: Engine) -> Non
     assert bindings[0].operation_id == new
     assert bindings[0].state == S.APPROVAL_SENDING
     with pytest.raises(NotOwner):
-        fire(db, old, E.APPROVED)
+        fire(db, TransitionRequest(old, E.APPROVED))
 
 
 def test_revert_spawns_a_new_operation_on_a_validated_change(db: Engine) -> None:
@@ -222,7 +225,7 @@ def test_revert_is_refused_where_there_is_nothing_to_revert(db: Engine) -> None:
 def test_unknown_operation(db: Engine) -> None:
     """Firing on an id nobody knows is a clear error."""
     with pytest.raises(UnknownOperation):
-        fire(db, "00000000-0000-0000-0000-000000000000", E.RETRY)
+        fire(db, TransitionRequest("00000000-0000-0000-0000-000000000000", E.RETRY))
 
 
 def test_conflict_retry_helper_gives_up_after_three(db: Engine) -> None:
@@ -232,13 +235,15 @@ def test_conflict_retry_helper_gives_up_after_three(db: Engine) -> None:
 
     def attempt() -> object:
         calls.append(1)
-        return fire(db, op_id, E.RETRY, expected_version=1)
+        return fire(db, TransitionRequest(op_id, E.RETRY, expected_version=1))
 
     with pytest.raises(Conflict):
         with_conflict_retry(attempt)
     assert len(calls) == 3
     version = operation(db, op_id)["version"]
-    result = with_conflict_retry(lambda: fire(db, op_id, E.RETRY, expected_version=version))
+    result = with_conflict_retry(
+        lambda: fire(db, TransitionRequest(op_id, E.RETRY, expected_version=version))
+    )
     assert result.version == version + 1
 
 
@@ -246,7 +251,7 @@ def test_fields_a_transition_may_not_set(db: Engine) -> None:
     """fire() refuses to set identity or state columns through `changes`."""
     op_id = make_operation(db, S.MERGING)
     with pytest.raises(ValueError, match="cannot set"):
-        fire(db, op_id, E.RETRY, changes={"flow": "mr_first"})
+        fire(db, TransitionRequest(op_id, E.RETRY, changes={"flow": "mr_first"}))
 
 
 def test_fire_with_a_held_operation_skips_the_read_and_stays_safe(db: Engine) -> None:
@@ -254,13 +259,13 @@ def test_fire_with_a_held_operation_skips_the_read_and_stays_safe(db: Engine) ->
     op_id = make_operation(db, S.MERGING)
     with db.connect() as conn:
         held = load_current(conn, op_id)
-    first = fire(db, op_id, E.APPROVALS_GIVEN, current=held)
+    first = fire(db, TransitionRequest(op_id, E.APPROVALS_GIVEN), current=held)
     assert first.current is not None
-    second = fire(db, op_id, E.REBASE_STARTED, current=first.current)
+    second = fire(db, TransitionRequest(op_id, E.REBASE_STARTED), current=first.current)
     assert second.version == held.version + 2
     assert operation(db, op_id)["step"] == Step.HANDLE_REBASING
     with pytest.raises(Conflict):
-        fire(db, op_id, E.RETRY, current=held)
+        fire(db, TransitionRequest(op_id, E.RETRY), current=held)
     assert count(db, AUDIT, op_id) == operation(db, op_id)["version"]
 
 

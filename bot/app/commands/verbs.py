@@ -31,6 +31,7 @@ from bot.app.commands.once import (
 )
 from bot.app.commands.revert import revert, revert_candidate
 from bot.core.events import Event, Source
+from bot.core.request import TransitionRequest
 from bot.core.states import FAILED
 from bot.errors import Conflict, IllegalTransition, InProgress, NotOwner, UnknownOperation
 from bot.store.commands import MrOperation, queue_status_comment
@@ -120,12 +121,14 @@ def _move(engine: Engine, mr: MrRef, inv: Invocation, event: Event) -> CommandRe
         try:
             moved = fire_in(
                 conn,
-                op.id,
-                event,
-                source=Source.COMMAND,
-                actor=inv.actor,
-                correlation_id=inv.correlation_id,
-                detail=_detail(inv),
+                TransitionRequest(
+                    op.id,
+                    event,
+                    source=Source.COMMAND,
+                    actor=inv.actor,
+                    correlation_id=inv.correlation_id,
+                    detail=_detail(inv),
+                ),
             )
         except IllegalTransition:
             record_outcome(event, "illegal", started)

@@ -264,16 +264,17 @@ def write_path(dialect: str) -> WritePath:
 
     Two paths write the same rows (binding CAS, operation CAS, one audit row, the outbox rows):
 
-    - PostgreSQL: `fire_sql.write_postgres`, one statement of data-modifying CTEs, so the
-      read-check-write-audit-outbox costs one round trip after the read instead of four. This
-      is the production path and fire()'s hot path (see BENCHMARKS.md).
+    - PostgreSQL: `fire_sql.write_postgres`, one statement of data-modifying CTEs: both
+      compare-and-sets, the audit row and the outbox rows in one round trip instead of four
+      (plus the read, which a caller holding a Current skips). This is the production path
+      and fire()'s hot path (see BENCHMARKS.md).
     - anything else: `_write_generic`, the same writes as separate Core statements. SQLite (the
-      embedded default and the test suite's database) has no data-modifying CTEs (INSERT or
-      UPDATE inside WITH), so it needs this one.
+      embedded default and the test suite's database) has no data-modifying CTEs (a WITH
+      clause there may only hold SELECTs), so it needs this one.
 
     Both run inside the caller's transaction, so a lost race on either writes nothing.
-    tests/db/test_fire.py runs the same transitions through both on PostgreSQL and compares
-    the rows they leave.
+    tests/db/test_fire.py::test_the_cte_and_the_generic_write_leave_the_same_rows (PostgreSQL
+    only) fires the same transitions through both and compares the rows they leave.
     """
     return fire_sql.write_postgres if dialect == "postgresql" else _write_generic
 

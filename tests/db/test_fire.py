@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
 import pytest
 from prometheus_client import REGISTRY
 from sqlalchemy import select, text, update
@@ -14,11 +18,13 @@ from bot.core.request import TransitionRequest
 from bot.core.states import BindingState as S
 from bot.core.states import Flow, Step
 from bot.errors import Conflict, IllegalTransition, InProgress, NotOwner, UnknownOperation
+from bot.store import fire as fire_module
+from bot.store import fire_sql
 from bot.store.fire import fire, fire_in, load_current, with_conflict_retry
 from bot.store.models import AUDIT, BINDINGS, OPERATIONS, OUTBOX, Binding, Operation
 from bot.store.submit import submit
 from bot.store.writeguard import StateWriteRefused
-from tests.builders import binding_state, count, make_operation, make_request, operation
+from tests.builders import PATHS, binding_state, count, make_operation, make_request, operation
 
 
 def fire_count(event: E, outcome: str) -> float:
@@ -274,3 +280,119 @@ def test_guard_inputs_change_only_through_fire(db: Engine) -> None:
     op_id = make_operation(db, S.MR_CREATING)
     with pytest.raises(StateWriteRefused), db.begin() as conn:
         conn.execute(update(OPERATIONS).where(OPERATIONS.c.id == op_id).values(mr_iid=9))
+
+
+# -- the two write paths -------------------------------------------------------------------------
+
+
+def test_write_path_is_chosen_by_dialect_in_one_place() -> None:
+    """PostgreSQL writes through the one-statement CTE; every other database the generic way."""
+    assert fire_module.write_path("postgresql") is fire_sql.write_postgres
+    assert fire_module.write_path("sqlite") is fire_module._write_generic
+
+
+T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
+
+
+def _rows(db: Engine, op_id: str) -> dict[str, Any]:
+    """Everything fire() wrote for one operation, without the ids that differ between runs."""
+    with db.connect() as conn:
+        op = dict(conn.execute(select(OPERATIONS).where(OPERATIONS.c.id == op_id)).one()._mapping)
+        binding = dict(
+            conn.execute(
+                select(BINDINGS.c.state, BINDINGS.c.version, BINDINGS.c.updated_at).where(
+                    BINDINGS.c.operation_id == op_id
+                )
+            )
+            .one()
+            ._mapping
+        )
+        audit = [
+            dict(r._mapping)
+            for r in conn.execute(
+                select(AUDIT).where(AUDIT.c.operation_id == op_id).order_by(AUDIT.c.version)
+            )
+        ]
+        outbox = [
+            dict(r._mapping)
+            for r in conn.execute(select(OUTBOX).where(OUTBOX.c.operation_id == op_id))
+        ]
+    for key in ("id", "binding_id", "subject_id"):
+        op.pop(key)
+    for row in (*audit, *outbox):
+        row.pop("id")
+        row.pop("operation_id")
+    outbox.sort(key=lambda r: (r["created_at"], r["effect"]))
+    return {"operation": op, "binding": binding, "audit": audit, "outbox": outbox}
+
+
+def _walk(db: Engine, flow: Flow, subject_id: str) -> list[Any]:
+    """Submits a request and fires its flow's whole happy path (with a lost race in the middle),
+    with fixed times and JSON, NULL, stamped and plain changes: each result, the rows after it."""
+    op_id = submit(
+        db, make_request(flow=flow, subject_id=subject_id, title="parity"), now=T0
+    ).operation_id
+    results: list[Any] = []
+    held = None
+    for i, (event, changes) in enumerate(PATHS[flow], start=1):
+        now = T0 + timedelta(minutes=i)
+        request = TransitionRequest(
+            op_id,
+            event,
+            source=Source.WEBHOOK,
+            actor=f"actor-{i}",
+            correlation_id=f"cid-{i}",
+            changes={
+                **changes,
+                "progress": {"step": i, "seen": [event.value], "nested": {"ok": True}},
+                "deadline_at": now + timedelta(hours=1) if i % 2 else None,
+                "error_detail": None,
+                "attempts": i,
+            },
+            detail=f"step {i}: {event.value}",
+            now=now,
+        )
+        result = fire(db, request, current=held)
+        assert result.current is not None
+        current = replace(result.current, operation_id="-", binding_id=0)
+        results.append((result.event, result.old_state, result.new_state, result.step))
+        results.append((result.version, current))
+        results.append(_rows(db, op_id))
+        if i == 3:
+            before = _rows(db, op_id)
+            with pytest.raises(Conflict):  # the same request on a stale copy writes nothing
+                fire(db, request, current=held)
+            assert _rows(db, op_id) == before
+        held = result.current
+    return results
+
+
+@pytest.mark.pg
+@pytest.mark.parametrize("flow", list(Flow))
+def test_the_cte_and_the_generic_write_leave_the_same_rows(
+    db: Engine, monkeypatch: pytest.MonkeyPatch, flow: Flow
+) -> None:
+    """The same transitions through the PostgreSQL CTE and through the generic statements give
+    the same results and the same operation, binding, audit and outbox rows."""
+    assert db.dialect.name == "postgresql"
+    used: list[fire_module.WritePath] = []
+    chosen = fire_module.write_path
+
+    def through(path: fire_module.WritePath) -> None:
+        def spy(dialect: str) -> fire_module.WritePath:
+            used.append(path)
+            return path
+
+        monkeypatch.setattr(fire_module, "write_path", spy)
+
+    through(chosen(db.dialect.name))
+    cte = _walk(db, flow, "parity-cte")
+    assert set(used) == {fire_sql.write_postgres}
+    used.clear()
+    through(fire_module._write_generic)
+    generic = _walk(db, flow, "parity-generic")
+    assert set(used) == {fire_module._write_generic}
+    assert cte == generic
+    last = cte[-1]
+    assert len(last["audit"]) == last["operation"]["version"] == len(PATHS[flow]) + 1
+    assert last["outbox"]  # the comparison covers outbox rows, not two empty lists

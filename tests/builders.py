@@ -9,6 +9,7 @@ from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 
 from bot.core.events import Event as E
+from bot.core.request import TransitionRequest
 from bot.core.states import BindingState as S
 from bot.core.states import Flow
 from bot.store.fire import fire
@@ -85,10 +86,10 @@ def make_operation(
     for event, changes in PATHS[flow]:
         if current == goal:
             break
-        current = fire(engine, op_id, event, changes=changes).new_state
+        current = fire(engine, TransitionRequest(op_id, event, changes=changes)).new_state
     assert current == goal, f"could not reach {goal} in {flow}"
     if detour:
-        fire(engine, op_id, detour[1])
+        fire(engine, TransitionRequest(op_id, detour[1]))
     assert binding_state(engine, op_id) == state
     return op_id
 

@@ -16,6 +16,7 @@ from bot.app.events.overload import QUEUE_FULL, queue_full
 from bot.app.operator import Refusal
 from bot.core.events import Event, Source
 from bot.core.managed import is_managed
+from bot.core.request import TransitionRequest
 from bot.core.states import BindingState, Flow, Step
 from bot.errors import Conflict, IllegalTransition, InProgress, NotOwner
 from bot.queueing import DRIVE_JOB, QueueUnavailable
@@ -181,7 +182,10 @@ def _replay(
         try:
             with_conflict_retry(
                 lambda: fire(
-                    services.engine, hit.operation_id, Event.RETRY, source=Source.API, actor=actor
+                    services.engine,
+                    TransitionRequest(
+                        hit.operation_id, Event.RETRY, source=Source.API, actor=actor
+                    ),
                 )
             )
         except (Conflict, IllegalTransition, NotOwner):
@@ -210,7 +214,8 @@ def _fail_overloaded(services: Services, operation_id: str, actor: str) -> bool:
     try:
         with_conflict_retry(
             lambda: fire(
-                services.engine, operation_id, Event.OVERLOADED, source=Source.API, actor=actor
+                services.engine,
+                TransitionRequest(operation_id, Event.OVERLOADED, source=Source.API, actor=actor),
             )
         )
     except (Conflict, IllegalTransition, NotOwner):

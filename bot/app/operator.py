@@ -25,6 +25,7 @@ from enum import StrEnum
 from typing import Any
 
 from bot.core.events import Event, Source
+from bot.core.request import TransitionRequest
 from bot.core.table import TABLE
 from bot.errors import Conflict, IllegalTransition, NotOwner, UnknownOperation
 from bot.queueing import DRIVE_JOB, QueueUnavailable
@@ -140,14 +141,16 @@ def move_in(
     try:
         return fire_in(
             conn,
-            operation_id,
-            event,
-            source=source,
-            actor=actor,
-            correlation_id=correlation_id,
-            changes=_changes(event, when, drive_now=True),
-            detail=detail,
-            now=when,
+            TransitionRequest(
+                operation_id,
+                event,
+                source=source,
+                actor=actor,
+                correlation_id=correlation_id,
+                changes=_changes(event, when, drive_now=True),
+                detail=detail,
+                now=when,
+            ),
         )
     except (UnknownOperation, NotOwner, IllegalTransition) as exc:
         raise _refused(None, operation_id, event, exc) from None
@@ -170,19 +173,16 @@ def move(
     sweep drives it). Raises OperatorRefused."""
     assert event in VERBS, event
     when = now or utcnow()
-    changes = _changes(event, when, drive_now=queue_reaches_bot)
+    asked = TransitionRequest(
+        operation_id,
+        event,
+        source=source,
+        actor=actor,
+        changes=_changes(event, when, drive_now=queue_reaches_bot),
+        now=when,
+    )
     try:
-        result = with_conflict_retry(
-            lambda: fire(
-                services.engine,
-                operation_id,
-                event,
-                source=source,
-                actor=actor,
-                changes=changes,
-                now=when,
-            )
-        )
+        result = with_conflict_retry(lambda: fire(services.engine, asked))
     except (UnknownOperation, NotOwner, IllegalTransition, Conflict) as exc:
         raise _refused(services, operation_id, event, exc) from None
     return OperatorMove(result, _follow_up(services, result, queue_reaches_bot))

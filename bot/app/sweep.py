@@ -17,6 +17,7 @@ from prometheus_client import Counter
 from redis.exceptions import RedisError
 
 from bot.core.events import Event, Source
+from bot.core.request import TransitionRequest
 from bot.core.states import BindingState
 from bot.errors import Conflict, IllegalTransition, NotOwner
 from bot.ingress import inbox
@@ -66,14 +67,16 @@ def run_sweep(services: Services, now: datetime) -> SweepReport:
         try:
             fire(
                 engine,
-                op_id,
-                Event.DEADLINE_EXPIRED,
-                source=Source.SWEEP,
-                actor="sweep",
-                changes={
-                    "deadline_at": None,
-                    "error_detail": f"no progress after {budget} re-drives",
-                },
+                TransitionRequest(
+                    op_id,
+                    Event.DEADLINE_EXPIRED,
+                    source=Source.SWEEP,
+                    actor="sweep",
+                    changes={
+                        "deadline_at": None,
+                        "error_detail": f"no progress after {budget} re-drives",
+                    },
+                ),
             )
             SWEPT.labels("expired").inc()
         except (IllegalTransition, Conflict, NotOwner) as exc:

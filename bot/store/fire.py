@@ -7,15 +7,15 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from datetime import datetime
 from typing import Any, TypeVar
 
 from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.engine import Connection, Engine
 
 from bot import metrics
-from bot.core.events import Event, Source
+from bot.core.events import Event
 from bot.core.guards import Snapshot
+from bot.core.request import TransitionRequest
 from bot.core.resolve import resolve
 from bot.core.states import BindingState, Flow, Step
 from bot.errors import Conflict, IllegalTransition, NotOwner, UnknownOperation
@@ -156,39 +156,19 @@ def record_outcome(event: Event, outcome: str, started: float) -> None:
 
 
 def fire(
-    engine: Engine,
-    operation_id: str,
-    event: Event,
-    *,
-    expected_version: int | None = None,
-    source: Source = Source.JOB,
-    actor: str | None = None,
-    correlation_id: str | None = None,
-    changes: Mapping[str, Any] | None = None,
-    detail: str | None = None,
-    now: datetime | None = None,
-    current: Current | None = None,
+    engine: Engine, request: TransitionRequest, *, current: Current | None = None
 ) -> FireResult:
     """Moves an operation by one table transition, in its own transaction.
 
-    `current` (from load_current() or a previous FireResult) saves the read round trip.
+    `current` (from load_current() or a previous FireResult) saves the read round trip. It is
+    not part of the request: a request can be fired again (with_conflict_retry), a held
+    Current cannot once it lost a race.
     """
+    event = request.event
     started = time.perf_counter()
     try:
         with engine.begin() as conn:
-            result = fire_in(
-                conn,
-                operation_id,
-                event,
-                expected_version=expected_version,
-                source=source,
-                actor=actor,
-                correlation_id=correlation_id,
-                changes=changes,
-                detail=detail,
-                now=now,
-                current=current,
-            )
+            result = fire_in(conn, request, current=current)
     except IllegalTransition:
         record_outcome(event, "illegal", started)
         raise
@@ -206,22 +186,12 @@ def fire(
 
 
 def fire_in(
-    conn: Connection,
-    operation_id: str,
-    event: Event,
-    *,
-    expected_version: int | None = None,
-    source: Source = Source.JOB,
-    actor: str | None = None,
-    correlation_id: str | None = None,
-    changes: Mapping[str, Any] | None = None,
-    detail: str | None = None,
-    now: datetime | None = None,
-    current: Current | None = None,
+    conn: Connection, request: TransitionRequest, *, current: Current | None = None
 ) -> FireResult:
     """fire() inside the caller's transaction (nothing is committed here)."""
-    now = now or utcnow()
-    changes = _check_changes(changes)
+    operation_id, event = request.operation_id, request.event
+    now = request.now or utcnow()
+    changes = _check_changes(request.changes)
     if current is None:
         current = load_current(conn, operation_id)
     elif current.operation_id != operation_id:
@@ -238,13 +208,14 @@ def fire_in(
             + (f" ({'; '.join(resolution.refused)})" if resolution.refused else "")
         )
     version = current.version
+    expected_version = request.expected_version
     if expected_version is not None and expected_version != version:
         raise Conflict(f"{operation_id} is at version {version}, not {expected_version}")
     if transition.stamp:
         changes[transition.stamp] = now
     after = replace(snapshot, approved=snapshot.approved or transition.stamp == "approved_at")
     effects = [e.value for e in transition.effects_for(after)]
-    write = fire_sql.write_postgres if conn.dialect.name == "postgresql" else _write_generic
+    write = write_path(conn.dialect.name)
     with state_writes(conn):
         new_version = write(
             conn,
@@ -259,10 +230,10 @@ def fire_in(
                 step=transition.step.value,
                 changes=changes,
                 effects=effects,
-                source=source.value,
-                actor=actor,
-                correlation_id=correlation_id,
-                detail=detail,
+                source=request.source.value,
+                actor=request.actor,
+                correlation_id=request.correlation_id,
+                detail=request.detail,
                 now=now,
             ),
         )
@@ -282,6 +253,30 @@ def fire_in(
     return FireResult(
         operation_id, event, state, transition.target, transition.step, new_version, after_current
     )
+
+
+#: A write path: one transition's CAS, audit and outbox rows; the new version, or None if raced.
+WritePath = Callable[[Connection, fire_sql.Write], int | None]
+
+
+def write_path(dialect: str) -> WritePath:
+    """The one place fire() picks how a transition is written, by the connection's dialect.
+
+    Two paths write the same rows (binding CAS, operation CAS, one audit row, the outbox rows):
+
+    - PostgreSQL: `fire_sql.write_postgres`, one statement of data-modifying CTEs: both
+      compare-and-sets, the audit row and the outbox rows in one round trip instead of four
+      (plus the read, which a caller holding a Current skips). This is the production path
+      and fire()'s hot path (see BENCHMARKS.md).
+    - anything else: `_write_generic`, the same writes as separate Core statements. SQLite (the
+      embedded default and the test suite's database) has no data-modifying CTEs (a WITH
+      clause there may only hold SELECTs), so it needs this one.
+
+    Both run inside the caller's transaction, so a lost race on either writes nothing.
+    tests/db/test_fire.py::test_the_cte_and_the_generic_write_leave_the_same_rows (PostgreSQL
+    only) fires the same transitions through both and compares the rows they leave.
+    """
+    return fire_sql.write_postgres if dialect == "postgresql" else _write_generic
 
 
 def _write_generic(conn: Connection, w: fire_sql.Write) -> int | None:

@@ -2,7 +2,8 @@
 
 Data-modifying CTEs (PostgreSQL docs, "WITH Queries", 7.8.4) let the whole write take one round
 trip instead of four; every part after the binding CAS reads from the part before it, so a lost
-race writes nothing at all.
+race writes nothing at all. fire.write_path() picks this on PostgreSQL and says why the generic
+write exists too.
 """
 
 from __future__ import annotations

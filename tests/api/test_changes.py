@@ -9,6 +9,7 @@ import pytest
 from sqlalchemy.engine import Engine
 
 from bot.core.events import Event as E
+from bot.core.request import TransitionRequest
 from bot.core.states import BindingState as S
 from bot.core.states import Step
 from bot.errors import Conflict
@@ -83,7 +84,7 @@ def test_failed_view_tells_to_contact_the_maintainers(api: Api) -> None:
 def test_pending_view_says_you_can_keep_waiting(api: Api) -> None:
     """A check pipeline past its timeout is pending, not failed: "you can keep waiting"."""
     op_id = make_operation(api.engine, S.MR_CREATING)
-    fire(api.engine, op_id, E.PIPELINE_TIMED_OUT)
+    fire(api.engine, TransitionRequest(op_id, E.PIPELINE_TIMED_OUT))
     view = _get(api, op_id)
     assert (view["phase"], view["step"]) == ("MR_CREATING", "CREATE_PIPELINE_PENDING")
     assert view["hint"]["kind"] == "pending"
@@ -186,8 +187,8 @@ def test_a_lasting_conflict_is_409_after_retries(api: Api, monkeypatch: pytest.M
     op_id = make_operation(api.engine, S.CREATE_FAILED)
     attempts: list[str] = []
 
-    def racing(*args: Any, **kw: Any) -> Any:
-        attempts.append(args[1])
+    def racing(engine: Any, request: TransitionRequest, **kw: Any) -> Any:
+        attempts.append(request.operation_id)
         raise Conflict("moved under us")
 
     monkeypatch.setattr(operator, "fire", racing)

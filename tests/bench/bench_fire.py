@@ -25,9 +25,9 @@ from sqlalchemy import make_url, text
 from sqlalchemy.engine import Engine
 
 from bot.core.events import Event
+from bot.core.request import TransitionRequest
 from bot.core.states import BindingState
 from bot.store import fire as fire_module
-from bot.store import fire_sql
 from bot.store.engine import make_engine
 from bot.store.migrate import upgrade
 from tests.builders import make_operation
@@ -72,7 +72,9 @@ def fire_retry(engine: Engine, *, carry: bool) -> Callable[[], None]:
         held = [fire_module.load_current(conn, op_id)]
 
     def work() -> None:
-        result = fire_module.fire(engine, op_id, Event.RETRY, current=held[0] if carry else None)
+        result = fire_module.fire(
+            engine, TransitionRequest(op_id, Event.RETRY), current=held[0] if carry else None
+        )
         held[0] = result.current
 
     return work
@@ -128,12 +130,12 @@ def measure(url: str = DEFAULT_URL, seconds: float = 5.0) -> dict[str, float | N
         plain = rate(plain_cas(engine), seconds)
         carried = rate(fire_retry(engine, carry=True), seconds)
         reading = rate(fire_retry(engine, carry=False), seconds)
-        original = fire_sql.write_postgres
-        fire_sql.write_postgres = fire_module._write_generic  # type: ignore[assignment]
+        original = fire_module.write_path
+        fire_module.write_path = lambda dialect: fire_module._write_generic
         try:
             generic = rate(fire_retry(engine, carry=False), seconds)
         finally:
-            fire_sql.write_postgres = original
+            fire_module.write_path = original
         pgbench = pgbench_rate(url, seconds)
     finally:
         with engine.begin() as conn:

@@ -15,6 +15,7 @@ from sqlalchemy.engine import Engine
 
 from bot.config import Settings
 from bot.core.events import Event as E
+from bot.core.request import TransitionRequest
 from bot.core.states import BindingState as S
 from bot.gitlab.protection import ProtectionResult, Verdict
 from bot.services import Services
@@ -83,7 +84,10 @@ def double() -> GitLabDouble:
 def failed_operation(db: Engine, **kw: str) -> str:
     """A request that failed while merging, with the error GitLab gave."""
     op_id = make_operation(db, S.MERGING, **kw)
-    fire(db, op_id, E.MERGE_ERROR, changes={"error_detail": "405 Method Not Allowed"})
+    fire(
+        db,
+        TransitionRequest(op_id, E.MERGE_ERROR, changes={"error_detail": "405 Method Not Allowed"}),
+    )
     return op_id
 
 

@@ -10,6 +10,7 @@ import pytest
 from sqlalchemy.engine import Engine
 
 from bot.core.events import Event as E
+from bot.core.request import TransitionRequest
 from bot.core.states import BindingState as S
 from bot.errors import Conflict, IllegalTransition
 from bot.store.fire import fire
@@ -28,7 +29,7 @@ def race(db: Engine, op_id: str, event: E, expected_version: int | None) -> Coun
     def one() -> str:
         barrier.wait()
         try:
-            fire(db, op_id, event, expected_version=expected_version)
+            fire(db, TransitionRequest(op_id, event, expected_version=expected_version))
         except Conflict:
             return "conflict"
         except IllegalTransition:

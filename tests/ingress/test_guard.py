@@ -11,6 +11,7 @@ from prometheus_client import REGISTRY
 from sqlalchemy import select
 
 from bot.core.events import Event as E
+from bot.core.request import TransitionRequest
 from bot.core.states import BindingState as S
 from bot.core.states import Flow, Step
 from bot.services import Services
@@ -103,7 +104,7 @@ def test_replay_for_an_old_operation_after_reapply_is_stale(
     new = submit(
         services.engine, make_request(subject_id=row["subject_id"], target_key=row["target_key"])
     ).operation_id
-    fire(services.engine, new, E.APPROVAL_SUBMITTED)
+    fire(services.engine, TransitionRequest(new, E.APPROVAL_SUBMITTED))
     send_approval(client, old, "late-one")
     assert run_queued(services) == ["stale"]
     assert binding_state(services.engine, new) is S.APPROVAL_SENT
@@ -151,9 +152,11 @@ def mr_waiting_for_pipeline(services: Services) -> dict[str, object]:
     op_id = make_operation(services.engine, S.MR_CREATING, flow=Flow.MR_FIRST)
     fire(
         services.engine,
-        op_id,
-        E.MR_OPENED,
-        changes={"mr_iid": 7, "project_id": 14, "head_sha": "abc", "mr_opened_by_bot": True},
+        TransitionRequest(
+            op_id,
+            E.MR_OPENED,
+            changes={"mr_iid": 7, "project_id": 14, "head_sha": "abc", "mr_opened_by_bot": True},
+        ),
     )
     return operation(services.engine, op_id)
 
@@ -224,7 +227,7 @@ def test_mr_merged_by_gitlab_moves_a_merging_owner(client: FlaskClient, services
     """GitLab's merge event for the owner's MR records the merge and its commit."""
     op_id = make_operation(services.engine, S.MERGING)
     op = operation(services.engine, op_id)
-    fire(services.engine, op_id, E.APPROVALS_GIVEN, changes={"project_id": 14})
+    fire(services.engine, TransitionRequest(op_id, E.APPROVALS_GIVEN, changes={"project_id": 14}))
     data = json.loads(fixture_body("merge_request.json"))
     data["object_attributes"].update(
         iid=op["mr_iid"],

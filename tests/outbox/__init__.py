@@ -21,6 +21,7 @@ from bot.approval import ApprovalClient
 from bot.config import Settings
 from bot.core.events import Event as E
 from bot.core.labels import SCOPE
+from bot.core.request import TransitionRequest
 from bot.core.states import BindingState as S
 from bot.core.states import Flow
 from bot.gitlab import Account, ApproveComponent, make_client
@@ -113,17 +114,17 @@ class Harness:
                 break
             if event is E.MR_OPENED:
                 changes = self.mr_changes(iid, by_bot=by_bot)
-            current = fire(self.db, op_id, event, changes=changes).new_state
+            current = fire(self.db, TransitionRequest(op_id, event, changes=changes)).new_state
         assert current == goal, f"could not reach {goal} in {flow}"
         if detour:
-            fire(self.db, op_id, detour[1])
+            fire(self.db, TransitionRequest(op_id, detour[1]))
         return op_id, iid
 
     def checking(self, *, iid: int | None = None, **request: Any) -> tuple[str, int]:
         """An approve-first operation whose MR was just opened: MR_CREATING, two rows due."""
         iid = iid if iid is not None else self.open_mr()
         op_id, _ = self.operation(S.MR_CREATING, iid=iid, **request)
-        fire(self.db, op_id, E.MR_OPENED, changes=self.mr_changes(iid))
+        fire(self.db, TransitionRequest(op_id, E.MR_OPENED, changes=self.mr_changes(iid)))
         return op_id, iid
 
     def notes(self, iid: int) -> list[Note]:

@@ -14,6 +14,7 @@ from sqlalchemy.engine import Engine
 from bot.app import outbox
 from bot.app.outbox import MAX_ATTEMPTS
 from bot.core.events import Event as E
+from bot.core.request import TransitionRequest
 from bot.core.states import BindingState as S
 from bot.core.states import Flow
 from bot.gitlab import status_marker
@@ -102,7 +103,7 @@ def test_lost_outbox_rows_still_one_note_edited_in_place(h: Harness) -> None:
     (first,) = h.notes(iid)
     with h.db.begin() as conn:
         conn.execute(delete(OUTBOX).where(OUTBOX.c.operation_id == op_id))
-    fire(h.db, op_id, E.DEPLOYED)
+    fire(h.db, TransitionRequest(op_id, E.DEPLOYED))
     dispatch(now=utcnow())
     (note,) = h.notes(iid)
     assert note.id == first.id
@@ -120,11 +121,11 @@ def test_labels_leave_exactly_one_gitops_label_through_the_phases(h: Harness) ->
     op_id, iid = h.operation(S.MR_CREATED, iid=mr.iid)
     dispatch(now=utcnow())
     assert h.gitops_labels(iid) == ["gitops::checking"]
-    fire(h.db, op_id, E.HANDLE_START)
+    fire(h.db, TransitionRequest(op_id, E.HANDLE_START))
     dispatch(now=utcnow())
     assert h.gitops_labels(iid) == ["gitops::merging"]
-    fire(h.db, op_id, E.APPROVALS_GIVEN)
-    fire(h.db, op_id, E.MERGED, changes={"merge_commit_sha": "a" * 40})
+    fire(h.db, TransitionRequest(op_id, E.APPROVALS_GIVEN))
+    fire(h.db, TransitionRequest(op_id, E.MERGED, changes={"merge_commit_sha": "a" * 40}))
     dispatch(now=utcnow())
     assert h.gitops_labels(iid) == ["gitops::merged"]
     assert "team::platform" in h.double.mr(PROJECT, iid).labels
@@ -197,7 +198,7 @@ def test_cancel_withdraws_the_approval_once(h: Harness) -> None:
     """Cancelling a request waiting for approvers withdraws its approval request, once."""
     h.rsps.add(responses.POST, f"{APPROVAL_URL}/approvals/apr-1/withdraw", json={}, status=200)
     op_id, _ = h.operation(S.APPROVAL_SENT)
-    fire(h.db, op_id, E.CANCEL)
+    fire(h.db, TransitionRequest(op_id, E.CANCEL))
     assert [r["effect"] for r in h.unsent(op_id)] == ["withdraw_approval"]
     report = dispatch(now=utcnow())
     assert report.sent == 1
@@ -212,7 +213,7 @@ def test_withdraw_retried_after_the_approval_system_fails(h: Harness) -> None:
     h.rsps.add(responses.POST, url, json={}, status=503)
     h.rsps.add(responses.POST, url, json={}, status=200)
     op_id, _ = h.operation(S.APPROVAL_SENT)
-    fire(h.db, op_id, E.CANCEL)
+    fire(h.db, TransitionRequest(op_id, E.CANCEL))
     t0 = utcnow()
     assert dispatch(now=t0).failed == 1
     (row,) = h.unsent(op_id)

@@ -21,6 +21,7 @@ from sqlalchemy.engine import Engine
 from werkzeug.serving import make_server
 
 from bot.core.events import Event as E
+from bot.core.request import TransitionRequest
 from bot.core.states import BindingState as S
 from bot.store.fire import fire
 from tests.builders import make_operation
@@ -99,10 +100,12 @@ def test_a_person_sees_the_failed_request_and_its_hint(db: Engine, tmp_path: Pat
     failed = make_operation(db, S.MERGING, title="Raise the cache size")
     fire(
         db,
-        failed,
-        E.MERGE_ERROR,
-        actor="gitops-bot",
-        changes={"error_detail": "the target branch is protected"},
+        TransitionRequest(
+            failed,
+            E.MERGE_ERROR,
+            actor="gitops-bot",
+            changes={"error_detail": "the target branch is protected"},
+        ),
     )
     make_operation(db, S.APPROVAL_SENT, title="Add a replica")
     make_operation(db, S.MERGING, title="<script>document.title='owned'</script>")

@@ -12,6 +12,7 @@ from sqlalchemy.engine import Engine
 
 from bot.core.events import Event as E
 from bot.core.hints import hint_for
+from bot.core.request import TransitionRequest
 from bot.core.states import BindingState as S
 from bot.core.states import Step
 from bot.render.status import TimelineEntry
@@ -76,7 +77,7 @@ def test_overview_sorts_requests_into_failed_pending_in_flight_and_finished(page
     db = pages.engine
     moving = make_operation(db, S.MERGING, title="Moving along")
     timed_out = make_operation(db, S.APPROVAL_SENT, title="Approvers silent")
-    fire(db, timed_out, E.APPROVAL_TIMED_OUT)
+    fire(db, TransitionRequest(timed_out, E.APPROVAL_TIMED_OUT))
     stalled = make_operation(db, S.MR_CREATED, title="Stuck quietly")
     set_times(db, stalled, updated_at=utcnow() - timedelta(hours=2))
     overdue = make_operation(db, S.MERGING, title="Past due")
@@ -134,10 +135,12 @@ def test_detail_shows_phase_step_hint_error_timeline_and_path(pages: Pages) -> N
     op_id = make_operation(db, S.MERGING, title="Bump replicas")
     fire(
         db,
-        op_id,
-        E.MERGE_ERROR,
-        actor="gitops-bot",
-        changes={"error_detail": "GitLab refused the merge: 405 Method Not Allowed"},
+        TransitionRequest(
+            op_id,
+            E.MERGE_ERROR,
+            actor="gitops-bot",
+            changes={"error_detail": "GitLab refused the merge: 405 Method Not Allowed"},
+        ),
     )
 
     html = pages.text(f"/changes/{op_id}")
@@ -167,12 +170,14 @@ def test_detail_shows_the_time_spent_in_each_state(pages: Pages) -> None:
     op_id = submit(db, make_request(title="Timed"), now=t0).operation_id
     fire(
         db,
-        op_id,
-        E.APPROVAL_SUBMITTED,
-        changes={"approval_id": "apr-9"},
-        now=t0 + timedelta(seconds=30),
+        TransitionRequest(
+            op_id,
+            E.APPROVAL_SUBMITTED,
+            changes={"approval_id": "apr-9"},
+            now=t0 + timedelta(seconds=30),
+        ),
     )
-    fire(db, op_id, E.APPROVED, now=t0 + timedelta(seconds=30, minutes=75))
+    fire(db, TransitionRequest(op_id, E.APPROVED, now=t0 + timedelta(seconds=30, minutes=75)))
 
     html = pages.text(f"/changes/{op_id}")
     cells = re.findall(r"<tr(?: class=\"current\")?>.*?</tr>", html, re.DOTALL)

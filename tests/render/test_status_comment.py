@@ -14,6 +14,7 @@ from sqlalchemy.engine import Engine
 
 from bot.core.events import Event as E
 from bot.core.inert import ensure_inert
+from bot.core.request import TransitionRequest
 from bot.core.states import BindingState as S
 from bot.core.states import Flow, Step
 from bot.gitlab import status_marker
@@ -91,7 +92,7 @@ def test_snapshot_for_every_binding_state(db: Engine, state: S) -> None:
 def test_snapshot_for_a_pending_pipeline(db: Engine) -> None:
     """A merge whose pipeline timed out shows as pending with "you can keep waiting"."""
     op_id = fixed_request(db, S.MERGING)
-    fire(db, op_id, E.PIPELINE_TIMED_OUT)
+    fire(db, TransitionRequest(op_id, E.PIPELINE_TIMED_OUT))
     text = rendered(db, op_id)
     assert "you can keep waiting" in text
     assert "`HANDLE_PIPELINE_PENDING (10501)`" in text
@@ -139,7 +140,12 @@ def test_snapshot_for_a_superseded_request(db: Engine) -> None:
 def test_phase_and_step_shown_in_words_and_code(db: Engine) -> None:
     """An MR waiting for its check pipeline reads "Checking: waiting for ... check pipeline"."""
     op_id = make_operation(db, S.MR_CREATING)
-    fire(db, op_id, E.MR_OPENED, changes={"mr_iid": 7, "mr_url": "https://gitlab.example.com/x"})
+    fire(
+        db,
+        TransitionRequest(
+            op_id, E.MR_OPENED, changes={"mr_iid": 7, "mr_url": "https://gitlab.example.com/x"}
+        ),
+    )
     text = render_status(view_of(db, op_id), PUBLIC_URL)
     assert "Checking: waiting for the merge request's check pipeline" in text
     assert "`CREATE_SUCCEEDED (10002)`" in text
@@ -151,7 +157,10 @@ def test_phase_and_step_shown_in_words_and_code(db: Engine) -> None:
 def test_deterministic_failure_names_the_step_and_the_maintainers(db: Engine) -> None:
     """A rebase conflict says which step failed and to contact the maintainers."""
     op_id = make_operation(db, S.MERGING)
-    fire(db, op_id, E.REBASE_CONFLICT, detail="CONFLICT (content): config/prod.yaml")
+    fire(
+        db,
+        TransitionRequest(op_id, E.REBASE_CONFLICT, detail="CONFLICT (content): config/prod.yaml"),
+    )
     text = render_status(view_of(db, op_id), PUBLIC_URL)
     assert "contact the maintainers" in text
     assert "`HANDLE_REBASE_CONFLICT (10105)`" in text
@@ -165,12 +174,14 @@ def test_user_text_cannot_inject_markup_mentions_or_commands(db: Engine) -> None
     op_id = make_operation(db, S.MR_CREATING, title=title, requested_by="eve/@all")
     fire(
         db,
-        op_id,
-        E.CREATE_ERROR,
-        changes={
-            "error_detail": "boom\n/gitops retry\n@bot-user apply | `rm -rf` [x](http://e.vil)"
-        },
-        actor="eve|mallory`",
+        TransitionRequest(
+            op_id,
+            E.CREATE_ERROR,
+            changes={
+                "error_detail": "boom\n/gitops retry\n@bot-user apply | `rm -rf` [x](http://e.vil)"
+            },
+            actor="eve|mallory`",
+        ),
     )
     text = render_status(view_of(db, op_id), PUBLIC_URL)
     assert "<script>" not in text
@@ -245,7 +256,7 @@ def test_long_history_shows_the_latest_entries(db: Engine) -> None:
     """Past TIMELINE_LIMIT audit rows the table keeps the latest and counts the others."""
     op_id = make_operation(db, S.MERGING)
     for _ in range(TIMELINE_LIMIT):
-        fire(db, op_id, E.RETRY)
+        fire(db, TransitionRequest(op_id, E.RETRY))
     view = view_of(db, op_id)
     text = render_status(view, PUBLIC_URL)
     hidden = len(view.timeline) - TIMELINE_LIMIT

@@ -145,7 +145,7 @@ def test_the_core_is_pure() -> None:
     stdlib = {
         "__future__", "base64", "binascii", "collections", "dataclasses", "datetime", "enum",
         "fnmatch", "functools", "hashlib", "html", "itertools", "json", "math", "posixpath",
-        "re", "string", "typing", "unicodedata",
+        "re", "string", "types", "typing", "unicodedata",
     }  # fmt: skip
     wrong = [
         f"{imp.where}: {imp.target}"

@@ -15,6 +15,7 @@ from bot.app.operator import OperatorRefused, Refusal
 from bot.config import Settings
 from bot.core.events import Event as E
 from bot.core.events import Source
+from bot.core.request import TransitionRequest
 from bot.core.states import BindingState as S
 from bot.services import Services
 from bot.store.fire import fire
@@ -27,7 +28,10 @@ from tests.builders import make_operation, make_request, operation
 def _failed(db: Engine) -> str:
     """A change that failed while merging after the sweep had re-driven it five times."""
     op_id = make_operation(db, S.MERGING)
-    fire(db, op_id, E.MERGE_ERROR, changes={"error_detail": "405 Method Not Allowed"})
+    fire(
+        db,
+        TransitionRequest(op_id, E.MERGE_ERROR, changes={"error_detail": "405 Method Not Allowed"}),
+    )
     touch(db, op_id, attempts=5)
     return op_id
 

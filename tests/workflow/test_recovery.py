@@ -13,6 +13,7 @@ from bot.app.events.validate import mark_validated
 from bot.app.reconcile import run_reconcile
 from bot.app.sweep import run_sweep
 from bot.core.events import Source
+from bot.core.request import TransitionRequest
 from bot.core.states import BindingState as S
 from bot.core.states import Flow, Step
 from bot.store.flags import set_flag
@@ -92,7 +93,7 @@ def test_overload_is_an_explicit_failure(bot: Bot) -> None:
     from bot.store.fire import fire
 
     op_id = bot.request(Flow.APPROVE_FIRST)
-    fire(bot.services.engine, op_id, E.OVERLOADED, source=Source.API)
+    fire(bot.services.engine, TransitionRequest(op_id, E.OVERLOADED, source=Source.API))
     assert operation(bot.services.engine, op_id)["step"] == Step.CREATE_OVERLOADED
     assert bot.state(op_id) is S.CREATE_FAILED
 

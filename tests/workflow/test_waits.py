@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from bot.core.events import Event as E
 from bot.core.events import Source
+from bot.core.request import TransitionRequest
 from bot.core.states import BindingState as S
 from bot.core.states import Flow, Step
 from bot.store.fire import fire
@@ -31,7 +32,9 @@ def test_pipeline_timeout_is_pending_then_operator_retry_merges(bot: Bot) -> Non
     assert op["step"] == Step.CREATE_PIPELINE_PENDING
     assert op["deadline_at"] is None  # pending on purpose: the sweep leaves it alone
     bot.pass_pipeline(op_id, deliver=False)
-    fire(bot.services.engine, op_id, E.RETRY, source=Source.OPERATOR, actor="ops")
+    fire(
+        bot.services.engine, TransitionRequest(op_id, E.RETRY, source=Source.OPERATOR, actor="ops")
+    )
     bot.services.queue.enqueue("jobs.drive.drive", op_id)
     bot.settle(advance=60)
     assert bot.state(op_id) is S.MERGED

@@ -15,6 +15,7 @@ from bot.app.events.stale import record_stale
 from bot.approval.callback import ApprovalCallback
 from bot.approval.decision import Decision
 from bot.core.events import Event, Source
+from bot.core.request import TransitionRequest
 from bot.core.states import AWAITING_APPROVAL
 from bot.errors import Conflict, IllegalTransition, NotOwner, UnknownOperation
 from bot.store.engine import Engine
@@ -102,13 +103,15 @@ def on_approval(engine: Engine, callback: ApprovalCallback, attempts: int = 3) -
         try:
             moved = fire(
                 engine,
-                op_id,
-                event,
+                TransitionRequest(
+                    op_id,
+                    event,
+                    source=Source.WEBHOOK,
+                    actor=ACTOR,
+                    correlation_id=callback.request_id,
+                    changes=changes,
+                ),
                 current=current,
-                source=Source.WEBHOOK,
-                actor=ACTOR,
-                correlation_id=callback.request_id,
-                changes=changes,
             )
         except Conflict:
             continue  # someone moved it meanwhile (our SENT write): read again

@@ -9,6 +9,7 @@ from bot.app.events.outcome import Outcome
 from bot.app.events.signals import on_target_pipeline
 from bot.app.events.stale import record_stale
 from bot.core.events import Event, Source
+from bot.core.request import TransitionRequest
 from bot.core.states import AWAITING_PIPELINE, BindingState, Step
 from bot.errors import Conflict, IllegalTransition, NotOwner, UnknownOperation
 from bot.ingress.gitlab_events import MergeRequestEvent, PipelineEvent
@@ -107,12 +108,14 @@ def _fire(
     try:
         moved = fire(
             engine,
-            op_id,
-            event,
-            source=Source.WEBHOOK,
-            actor="gitlab",
-            correlation_id=correlation_id,
-            changes=changes,
+            TransitionRequest(
+                op_id,
+                event,
+                source=Source.WEBHOOK,
+                actor="gitlab",
+                correlation_id=correlation_id,
+                changes=changes or {},
+            ),
             current=current,
         )
     except (IllegalTransition, Conflict, NotOwner, UnknownOperation) as exc:

@@ -7,6 +7,7 @@ from bot.app.events.outcome import Outcome
 from bot.app.events.stale import record_stale
 from bot.app.events.validate import mark_validated
 from bot.core.events import Event, Source
+from bot.core.request import TransitionRequest
 from bot.errors import IllegalTransition, NotOwner, UnknownOperation
 from bot.ingress.deploy import DeployAuth, DeployCallback
 from bot.ingress.gitlab_events import DeploymentEvent, PipelineEvent
@@ -66,11 +67,13 @@ def on_deploy_callback(
     try:
         moved = fire(
             engine,
-            op_id,
-            Event.DEPLOY_FAILED,
-            source=Source.WEBHOOK,
-            actor="deploy",
-            correlation_id=correlation_id,
+            TransitionRequest(
+                op_id,
+                Event.DEPLOY_FAILED,
+                source=Source.WEBHOOK,
+                actor="deploy",
+                correlation_id=correlation_id,
+            ),
         )
     except (IllegalTransition, NotOwner, UnknownOperation) as exc:
         return record_stale(

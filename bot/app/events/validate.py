@@ -8,6 +8,7 @@ from bot import metrics
 from bot.app.events.outcome import Outcome
 from bot.app.events.stale import record_stale
 from bot.core.events import Event, Source
+from bot.core.request import TransitionRequest
 from bot.core.states import BindingState
 from bot.errors import NotOwner, UnknownOperation
 from bot.store.engine import Engine
@@ -42,12 +43,14 @@ def mark_validated(
             return current, None, reason
         moved = fire_in(
             conn,
-            operation_id,
-            Event.DEPLOYED,
+            TransitionRequest(
+                operation_id,
+                Event.DEPLOYED,
+                source=source,
+                actor=actor,
+                correlation_id=correlation_id,
+            ),
             current=current,
-            source=source,
-            actor=actor,
-            correlation_id=correlation_id,
         )
         return current, moved, None
 

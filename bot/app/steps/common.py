@@ -7,6 +7,7 @@ from typing import Any
 
 from bot.app.steps import Ctx
 from bot.core.events import Event, Source
+from bot.core.request import TransitionRequest
 from bot.errors import Conflict, IllegalTransition, NotOwner
 from bot.store.fire import fire
 
@@ -20,12 +21,14 @@ def advance(ctx: Ctx, event: Event, **changes: Any) -> bool:
     try:
         fire(
             ctx.services.engine,
-            ctx.op.id,
-            event,
-            expected_version=ctx.op.version,
-            source=Source.JOB,
-            actor="gitops-bot",
-            changes=changes,
+            TransitionRequest(
+                ctx.op.id,
+                event,
+                expected_version=ctx.op.version,
+                source=Source.JOB,
+                actor="gitops-bot",
+                changes=changes,
+            ),
         )
     except (Conflict, IllegalTransition, NotOwner) as exc:
         log.info("step result not applied: %s", exc, extra={"operation_id": ctx.op.id})

@@ -31,7 +31,7 @@ from bot.errors import Conflict, IllegalTransition, NotOwner, UnknownOperation
 from bot.queueing import DRIVE_JOB, QueueUnavailable
 from bot.render.status import load_status
 from bot.services import Services
-from bot.store.fire import FireResult, fire, fire_in, with_conflict_retry
+from bot.store.fire import TransitionMade, fire, fire_in, with_conflict_retry
 from bot.store.models import utcnow
 from bot.store.sweep import PEOPLE_STATES, STEP_STATES
 from bot.store.tx import Tx
@@ -67,7 +67,7 @@ class OperatorRefused(Exception):
 class OperatorMove:
     """What an operator action did: the transition it made, and how the change goes on."""
 
-    transition: FireResult
+    transition: TransitionMade
     follow_up: str
 
 
@@ -131,7 +131,7 @@ def move_in(
     correlation_id: str | None = None,
     detail: str | None = None,
     now: datetime | None = None,
-) -> FireResult:
+) -> TransitionMade:
     """Fires the operator's `event` inside the caller's transaction (an MR command's); a retry
     restarts the sweep's budget. Raises OperatorRefused; the caller drives the change after
     its transaction commits. A Conflict (it moved under us) is raised as it is: the caller's
@@ -188,7 +188,7 @@ def move(
     return OperatorMove(result, _follow_up(services, result, queue_reaches_bot))
 
 
-def _follow_up(services: Services, result: FireResult, queue_reaches_bot: bool) -> str:
+def _follow_up(services: Services, result: TransitionMade, queue_reaches_bot: bool) -> str:
     if result.event is Event.CANCEL:
         return "the approval is withdrawn and the bot's MR closed through the outbox"
     if not queue_reaches_bot:

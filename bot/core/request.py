@@ -16,7 +16,7 @@ class TransitionRequest:
     """One transition asked for; `bot.store.fire.fire()` applies it or refuses it as a whole.
 
     Immutable (the changes are copied read-only), so a retry can fire the same request again.
-    What the caller holds of the operation (`Current`) is not part of the request: it is a
+    What the caller holds of the operation (`CurrentState`) is not part of the request: it is a
     cache that saves a read and goes stale, while the request stays what was asked.
     """
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from bot.ingress import inbox
-from bot.ingress.inbox import Delivery, Stored
+from bot.ingress.inbox import Delivery, StoredDelivery
 from bot.queueing import INBOX_JOB, QueueUnavailable, WorkQueue
 from bot.store.engine import Engine
 
@@ -24,10 +24,10 @@ MAX_BATCH = 32
 
 
 @dataclass(frozen=True, slots=True)
-class Acked:
+class DeliveryAck:
     """What happened to one delivery: stored (or a duplicate), and whether its job is queued."""
 
-    stored: Stored
+    stored: StoredDelivery
     #: False when the queue was down: the sweep enqueues the row later
     enqueued: bool
 
@@ -41,7 +41,7 @@ class _Waiter:
         self.delivery = delivery
         self.done = threading.Event()
         self.lead = False
-        self.result: Acked | None = None
+        self.result: DeliveryAck | None = None
         self.error: Exception | None = None
 
 
@@ -64,7 +64,7 @@ class GroupCommit:
         self.batches = 0
         self.deliveries = 0
 
-    def submit(self, delivery: Delivery) -> Acked:
+    def submit(self, delivery: Delivery) -> DeliveryAck:
         """Stores `delivery` (and enqueues it when new and usable); raises what storing raised."""
         me = _Waiter(delivery)
         with self._lock:
@@ -122,4 +122,4 @@ class GroupCommit:
             except QueueUnavailable:
                 enqueued = False
         for waiter, row in zip(batch, stored, strict=True):
-            waiter.result = Acked(row, enqueued)
+            waiter.result = DeliveryAck(row, enqueued)

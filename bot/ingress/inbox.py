@@ -40,7 +40,7 @@ __all__ = [
     "POISON",
     "Attempt",
     "Delivery",
-    "Stored",
+    "StoredDelivery",
     "begin_attempt",
     "body_key",
     "drain_fallback",
@@ -122,7 +122,7 @@ class Delivery:
 
 
 @dataclass(frozen=True, slots=True)
-class Stored:
+class StoredDelivery:
     """Where a delivery went: its inbox id, and whether it was a duplicate."""
 
     inbox_id: int | None
@@ -142,14 +142,16 @@ def _row(delivery: Delivery, received_at: datetime) -> dict[str, Any]:
     )
 
 
-def store(engine: Engine, delivery: Delivery, received_at: datetime | None = None) -> Stored:
+def store(
+    engine: Engine, delivery: Delivery, received_at: datetime | None = None
+) -> StoredDelivery:
     """Inserts the delivery unless its key is already there (one round trip, one commit)."""
     return store_many(engine, [delivery], received_at)[0]
 
 
 def store_many(
     engine: Engine, deliveries: list[Delivery], received_at: datetime | None = None
-) -> list[Stored]:
+) -> list[StoredDelivery]:
     """Inserts several deliveries in one statement and one commit (group commit).
 
     A key already stored, or repeated within `deliveries`, is a duplicate: only its first
@@ -160,10 +162,10 @@ def store_many(
     for delivery in deliveries:
         rows.setdefault(delivery.delivery_key[: table.KEY_LENGTH], _row(delivery, when))
     inserted = table.insert_new(engine, list(rows.values()))
-    results: list[Stored] = []
+    results: list[StoredDelivery] = []
     for delivery in deliveries:
         inbox_id = inserted.pop(delivery.delivery_key[: table.KEY_LENGTH], None)
-        results.append(Stored(inbox_id, inbox_id is None))
+        results.append(StoredDelivery(inbox_id, inbox_id is None))
     return results
 
 

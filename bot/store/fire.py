@@ -74,10 +74,10 @@ GUARD_COLUMNS = ("step", "mr_iid", "mr_opened_by_bot", "approved_at", "approval_
 
 
 @dataclass(frozen=True, slots=True)
-class Current:
+class CurrentState:
     """An operation as last read, or as fire() left it: enough to fire again without a read.
 
-    Safe to hold: fire() compare-and-sets both versions, so a stale Current is a Conflict.
+    Safe to hold: fire() compare-and-sets both versions, so a stale CurrentState is a Conflict.
     """
 
     operation_id: str
@@ -94,7 +94,7 @@ class Current:
 
 
 @dataclass(frozen=True, slots=True)
-class FireResult:
+class TransitionMade:
     """What a successful fire() did, and the operation as it left it."""
 
     operation_id: str
@@ -103,10 +103,10 @@ class FireResult:
     new_state: BindingState
     step: Step
     version: int
-    current: Current | None = None
+    current: CurrentState | None = None
 
 
-def load_current(conn: Connection, operation_id: str) -> Current:
+def load_current(conn: Connection, operation_id: str) -> CurrentState:
     """Reads what fire() needs; refuses an unknown id and an operation that lost its binding."""
     row = conn.execute(_READ, {"op": operation_id}).one_or_none()
     if row is None:
@@ -117,7 +117,7 @@ def load_current(conn: Connection, operation_id: str) -> Current:
             f"{operation_id} no longer owns {values['subject_id']} -> "
             f"{values['target_key']} ({values['owner']} does)"
         )
-    return Current(
+    return CurrentState(
         operation_id=operation_id,
         binding_id=values["binding_id"],
         binding_version=values["binding_version"],
@@ -156,13 +156,13 @@ def record_outcome(event: Event, outcome: str, started: float) -> None:
 
 
 def fire(
-    engine: Engine, request: TransitionRequest, *, current: Current | None = None
-) -> FireResult:
+    engine: Engine, request: TransitionRequest, *, current: CurrentState | None = None
+) -> TransitionMade:
     """Moves an operation by one table transition, in its own transaction.
 
-    `current` (from load_current() or a previous FireResult) saves the read round trip. It is
+    `current` (from load_current() or a previous TransitionMade) saves the read round trip. It is
     not part of the request: a request can be fired again (with_conflict_retry), a held
-    Current cannot once it lost a race.
+    CurrentState cannot once it lost a race.
     """
     event = request.event
     started = time.perf_counter()
@@ -186,8 +186,8 @@ def fire(
 
 
 def fire_in(
-    conn: Connection, request: TransitionRequest, *, current: Current | None = None
-) -> FireResult:
+    conn: Connection, request: TransitionRequest, *, current: CurrentState | None = None
+) -> TransitionMade:
     """fire() inside the caller's transaction (nothing is committed here)."""
     operation_id, event = request.operation_id, request.event
     now = request.now or utcnow()
@@ -250,7 +250,7 @@ def fire_in(
             "step": transition.step.value,
         },
     )
-    return FireResult(
+    return TransitionMade(
         operation_id, event, state, transition.target, transition.step, new_version, after_current
     )
 
@@ -266,7 +266,7 @@ def write_path(dialect: str) -> WritePath:
 
     - PostgreSQL: `fire_sql.write_postgres`, one statement of data-modifying CTEs: both
       compare-and-sets, the audit row and the outbox rows in one round trip instead of four
-      (plus the read, which a caller holding a Current skips). This is the production path
+      (plus the read, which a caller holding a CurrentState skips). This is the production path
       and fire()'s hot path (see BENCHMARKS.md).
     - anything else: `_write_generic`, the same writes as separate Core statements. SQLite (the
       embedded default and the test suite's database) has no data-modifying CTEs (a WITH

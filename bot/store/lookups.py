@@ -13,7 +13,7 @@ from sqlalchemy import or_, select
 from sqlalchemy.engine import Connection, Engine
 
 from bot.errors import NotOwner, UnknownOperation
-from bot.store.fire import Current, load_current
+from bot.store.fire import CurrentState, load_current
 from bot.store.models import BINDINGS, OPERATIONS
 
 _owned = OPERATIONS.join(BINDINGS, BINDINGS.c.operation_id == OPERATIONS.c.id)
@@ -113,7 +113,7 @@ class MrOwner:
     value: Any
     #: None when load_current() refused the operation (`lost` names the error: it was replaced
     #: or removed between the reads)
-    current: Current | None
+    current: CurrentState | None
     lost: str | None = None
 
 
@@ -122,7 +122,7 @@ _OWNER_COLUMNS = frozenset({"head_sha", "verified_sha"})
 
 
 def mr_owner_with(engine: Engine, project_id: int, iid: int, column: str) -> MrOwner | None:
-    """The MR's owner, its `column` and its Current, in one connection; None: nobody owns it."""
+    """The MR's owner, its `column` and its current state, in one connection; None: nobody."""
     if column not in _OWNER_COLUMNS:
         raise ValueError(f"mr_owner_with() does not read {column}")
     with engine.connect() as conn:
@@ -138,7 +138,7 @@ def mr_owner_with(engine: Engine, project_id: int, iid: int, column: str) -> MrO
             return MrOwner(op_id, value, None, type(exc).__name__)
 
 
-def read_current(engine: Engine, operation_id: str) -> Current:
+def read_current(engine: Engine, operation_id: str) -> CurrentState:
     """load_current() in its own connection (raises UnknownOperation, NotOwner)."""
     with engine.connect() as conn:
         return load_current(conn, operation_id)

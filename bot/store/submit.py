@@ -19,7 +19,7 @@ from bot.core.states import IN_FLIGHT, BindingState, Flow
 from bot.core.table import Transition
 from bot.errors import Conflict, IllegalTransition, InProgress
 from bot.store.fire import (
-    FireResult,
+    TransitionMade,
     new_operation_id,
     record_outcome,
     snapshot_of,
@@ -63,7 +63,7 @@ def submit(
     correlation_id: str | None = None,
     operation_id: str | None = None,
     now: datetime | None = None,
-) -> FireResult:
+) -> TransitionMade:
     """Creates the operation and takes its binding, in one transaction, through the table."""
     started = time.perf_counter()
     event = Event.REVERT if request.reverts_operation_id else Event.SUBMIT
@@ -103,7 +103,7 @@ def submit_in(
     correlation_id: str | None,
     operation_id: str | None,
     now: datetime | None,
-) -> FireResult:
+) -> TransitionMade:
     """submit() inside the caller's transaction."""
     now = now or utcnow()
     op_id = operation_id or new_operation_id()
@@ -153,7 +153,7 @@ def submit_in(
         ),
         1,
     )
-    return FireResult(op_id, event, state, transition.target, transition.step, 1)
+    return TransitionMade(op_id, event, state, transition.target, transition.step, 1)
 
 
 def _claim_binding(

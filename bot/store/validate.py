@@ -13,14 +13,14 @@ from typing import TypeVar
 from sqlalchemy import select
 from sqlalchemy.engine import Connection, Engine
 
-from bot.store.fire import Current, load_current
+from bot.store.fire import CurrentState, load_current
 from bot.store.models import BINDINGS, OPERATIONS
 
 T = TypeVar("T")
 
 
 def under_validation_locks(
-    engine: Engine, operation_id: str, body: Callable[[Connection, Current], T]
+    engine: Engine, operation_id: str, body: Callable[[Connection, CurrentState], T]
 ) -> T:
     """Runs `body` on the operation as read under its row locks (PostgreSQL: operation, then
     binding, FOR UPDATE), in one transaction; raises what load_current() raises."""

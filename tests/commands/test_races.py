@@ -12,7 +12,7 @@ from sqlalchemy.engine import Engine
 
 from bot.app.commands import once as command_once
 from bot.app.commands import verbs as run
-from bot.app.commands.verbs import CommandResult, Invocation, MrRef
+from bot.app.commands.verbs import CommandVerdict, Invocation, MrRef
 from bot.core.commands import Verb
 from bot.core.states import BindingState as S
 from bot.core.states import Flow
@@ -24,8 +24,8 @@ MR = MrRef(project_id=42, project_path="platform/config", iid=7)
 
 
 def together(
-    monkeypatch: pytest.MonkeyPatch, task: Callable[[], CommandResult]
-) -> list[CommandResult]:
+    monkeypatch: pytest.MonkeyPatch, task: Callable[[], CommandVerdict]
+) -> list[CommandVerdict]:
     """Runs `task` in two threads, in the worst order: the second one looks for an earlier run
     of the note before the first one commits, and acts only after that commit (unless the first
     one makes it wait, as it must)."""
@@ -36,7 +36,7 @@ def together(
         threading.Event(),
     )
 
-    def previous(*args: Any) -> CommandResult | None:
+    def previous(*args: Any) -> CommandVerdict | None:
         found = real(*args)
         if threading.current_thread().name == "first":
             first_looked.set()
@@ -47,7 +47,7 @@ def together(
         return found
 
     monkeypatch.setattr(command_once, "_previous", previous)
-    results: list[CommandResult] = []
+    results: list[CommandVerdict] = []
     errors: list[BaseException] = []
 
     def worker() -> None:

@@ -19,7 +19,7 @@ from sqlalchemy.exc import OperationalError
 
 from bot.app.events import inbox as inbox_app
 from bot.ingress import inbox
-from bot.ingress.group import Acked, GroupCommit
+from bot.ingress.group import DeliveryAck, GroupCommit
 from bot.ingress.inbox import Delivery
 from bot.services import Services
 from bot.store.models import INBOX
@@ -67,7 +67,7 @@ def held(monkeypatch: pytest.MonkeyPatch, group: GroupCommit) -> list[int]:
     real = inbox.store_many
     sizes: list[int] = []
 
-    def store_many(engine: Engine, deliveries: list[Delivery]) -> list[inbox.Stored]:
+    def store_many(engine: Engine, deliveries: list[Delivery]) -> list[inbox.StoredDelivery]:
         sizes.append(len(deliveries))
         if len(sizes) == 1:
             poll(lambda: len(group._pending) == 5, "five deliveries behind the first")
@@ -77,9 +77,9 @@ def held(monkeypatch: pytest.MonkeyPatch, group: GroupCommit) -> list[int]:
     return sizes
 
 
-def submit_all(group: GroupCommit, deliveries: list[Delivery]) -> list[Acked | Exception]:
+def submit_all(group: GroupCommit, deliveries: list[Delivery]) -> list[DeliveryAck | Exception]:
     """Submits each delivery from its own thread, the first one first; the results in order."""
-    results: list[Acked | Exception] = [RuntimeError("not answered")] * len(deliveries)
+    results: list[DeliveryAck | Exception] = [RuntimeError("not answered")] * len(deliveries)
 
     def one(index: int) -> None:
         try:
@@ -107,8 +107,10 @@ def test_deliveries_waiting_behind_a_commit_share_the_next_one(
     deliveries = [delivery() for _ in range(6)]
     results = submit_all(group, deliveries)
     assert held == [1, 5]
-    assert all(isinstance(r, Acked) and not r.stored.duplicate and r.enqueued for r in results)
-    ids = [r.stored.inbox_id for r in results if isinstance(r, Acked)]
+    assert all(
+        isinstance(r, DeliveryAck) and not r.stored.duplicate and r.enqueued for r in results
+    )
+    ids = [r.stored.inbox_id for r in results if isinstance(r, DeliveryAck)]
     assert len(set(ids)) == 6
     with services.engine.connect() as conn:
         stored = dict(conn.execute(select(INBOX.c.id, INBOX.c.delivery_key)).all())
@@ -138,7 +140,7 @@ def test_the_same_key_twice_in_one_batch_is_stored_once(
     ]
     results = submit_all(group, deliveries)
     assert held == [1, 5]
-    acked = [r for r in results if isinstance(r, Acked)]
+    acked = [r for r in results if isinstance(r, DeliveryAck)]
     assert len(acked) == 6
     assert [a.stored.duplicate for a in acked] == [False, False, True, False, False, False]
     assert inbox_rows(services.engine) == 5
@@ -156,7 +158,7 @@ def test_a_failed_commit_reaches_every_delivery_in_it(
     release = threading.Event()
     real = inbox.store_many
 
-    def failing(engine: Engine, deliveries: list[Delivery]) -> list[inbox.Stored]:
+    def failing(engine: Engine, deliveries: list[Delivery]) -> list[inbox.StoredDelivery]:
         if not release.is_set():
             poll(lambda: len(group._pending) == 3, "three deliveries behind the first")
             release.set()

@@ -28,8 +28,8 @@ from bot.app.commands.facts import (
 from bot.app.commands.paths import apply_refusal, revert_refusal
 from bot.app.commands.reply import Commenter, acknowledge
 from bot.app.commands.revert_files import undo_files
-from bot.app.commands.verbs import CommandResult, Invocation, MrRef
-from bot.app.events.outcome import Outcome
+from bot.app.commands.verbs import CommandVerdict, Invocation, MrRef
+from bot.app.events.handled import EventHandled
 from bot.app.events.overload import QUEUE_FULL, queue_full
 from bot.app.steps.common import short
 from bot.core.commands import Command, Rules, Verb, allowed, parse_command, rules_from
@@ -46,7 +46,7 @@ from bot.store.submit import NewRequest
 log = logging.getLogger(__name__)
 
 
-def on_note(services: Services, event: NoteEvent) -> Outcome | None:
+def on_note(services: Services, event: NoteEvent) -> EventHandled | None:
     """Runs the note's command, if it holds one; None for ordinary comments."""
     if "/gitops" not in event.note and "@" not in event.note:
         return None  # most comments: no GitLab call, no database read
@@ -99,10 +99,10 @@ def on_note(services: Services, event: NoteEvent) -> Outcome | None:
         commenter=Commenter(note.author_id, note.author_username),
     )
     if result.moved is not None:
-        return Outcome(result.operation_id, moved=result.moved)
+        return EventHandled(result.operation_id, moved=result.moved)
     done = "already handled" if result.duplicate else "accepted"
     what = done if result.accepted or result.duplicate else f"refused: {result.reason}"
-    return Outcome(result.operation_id, stale=f"/gitops {command.verb.value}: {what}")
+    return EventHandled(result.operation_id, stale=f"/gitops {command.verb.value}: {what}")
 
 
 def _ignore(
@@ -112,14 +112,14 @@ def _ignore(
     actor: str,
     why: str | None,
     extra: Mapping[str, object],
-) -> Outcome:
+) -> EventHandled:
     """Audits a note that never runs (no reaction, no reply) and says so in the log."""
     why = why or "not on a merge request"
     engine = services.engine
     key = _ignored_key(services, event)
     run.record_ignored(engine, key, verb, actor, event.note_id, why)
     log.info("command ignored: %s", why, extra=extra)
-    return Outcome(None, stale=f"command ignored: {why}")
+    return EventHandled(None, stale=f"command ignored: {why}")
 
 
 def _ignored_key(services: Services, event: NoteEvent) -> str:
@@ -144,7 +144,7 @@ def _decide_and_run(
     mr: MrRef,
     inv: Invocation,
     rules: Rules,
-) -> CommandResult:
+) -> CommandVerdict:
     """Checks the commenter's rights as GitLab states them (fail closed), then runs the verb."""
     engine = services.engine
     if command.problem is not None:
@@ -185,7 +185,7 @@ def _access_level(project: Project, user_id: int) -> int | None:
 
 def _apply(
     services: Services, project: Project, facts: MrFacts, mr: MrRef, inv: Invocation
-) -> CommandResult:
+) -> CommandVerdict:
     """Registers the person's MR as an MR-first request (the change is the MR itself), once its
     changed paths pass the path policy."""
     engine = services.engine
@@ -216,7 +216,7 @@ def _apply(
     return run.apply(engine, mr, inv, request)
 
 
-def _revert(services: Services, project: Project, mr: MrRef, inv: Invocation) -> CommandResult:
+def _revert(services: Services, project: Project, mr: MrRef, inv: Invocation) -> CommandVerdict:
     """Starts a new request whose files put back what the MR's merged change replaced, once the
     paths it would write pass the path policy."""
     engine = services.engine

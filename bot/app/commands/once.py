@@ -21,7 +21,7 @@ from bot.store import commands as store
 from bot.store.audit import insert_unmoved, record_unmoved
 from bot.store.commands import MrOperation
 from bot.store.engine import Engine
-from bot.store.fire import FireResult
+from bot.store.fire import TransitionMade
 from bot.store.tx import Tx
 
 #: Transactions tried when another writer wins the compare-and-set race.
@@ -73,13 +73,13 @@ def note_correlation(note_id: int) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class CommandResult:
+class CommandVerdict:
     """What a command did: accepted (and the transition it made), or refused and why."""
 
     accepted: bool
     reason: str | None = None
     operation_id: str | None = None
-    moved: FireResult | None = None
+    moved: TransitionMade | None = None
     #: the note was handled before: nothing ran now (accepted/reason are the earlier decision)
     duplicate: bool = False
 
@@ -104,12 +104,12 @@ def audit_key(engine: Engine, mr: MrRef) -> str:
     return op.id if op is not None else mr.key
 
 
-def previous(engine: Engine, mr: MrRef, note_id: int) -> CommandResult | None:
+def previous(engine: Engine, mr: MrRef, note_id: int) -> CommandVerdict | None:
     """The decision recorded for this note's command, or None when it never ran."""
     return store.in_connection(engine, lambda conn: _previous(conn, mr, note_id))
 
 
-def _previous(conn: Tx, mr: MrRef, note_id: int) -> CommandResult | None:
+def _previous(conn: Tx, mr: MrRef, note_id: int) -> CommandVerdict | None:
     keys = [mr.key, *(op.id for op in mr_operations(conn, mr))]
     row = store.first_note_row(conn, keys, note_correlation(note_id))
     if row is None:
@@ -117,7 +117,7 @@ def _previous(conn: Tx, mr: MrRef, note_id: int) -> CommandResult | None:
     detail = str(row.detail or "")
     refused = row.version == 0 and detail.startswith(REFUSED)
     op_id = None if row.operation_id.startswith("mr:") else row.operation_id
-    return CommandResult(
+    return CommandVerdict(
         accepted=not refused,
         reason=detail.removeprefix(REFUSED) if refused else None,
         operation_id=op_id,
@@ -168,13 +168,13 @@ def record_ignored(engine: Engine, key: str, verb: str, actor: str, note_id: int
     )
 
 
-Body = Callable[[Tx], CommandResult]
+Body = Callable[[Tx], CommandVerdict]
 
 
-def once(engine: Engine, mr: MrRef, inv: Invocation, body: Body) -> CommandResult:
+def once(engine: Engine, mr: MrRef, inv: Invocation, body: Body) -> CommandVerdict:
     """Runs `body` in a transaction unless the note's command ran already; retries lost races."""
 
-    def run(conn: Tx) -> CommandResult:
+    def run(conn: Tx) -> CommandVerdict:
         earlier = _previous(conn, mr, inv.note_id)
         if earlier is not None:
             return earlier
@@ -183,10 +183,10 @@ def once(engine: Engine, mr: MrRef, inv: Invocation, body: Body) -> CommandResul
     return store.in_note_transaction(engine, inv.correlation_id, run, ATTEMPTS)
 
 
-def refuse_in(conn: Tx, key: str, inv: Invocation, reason: str) -> CommandResult:
+def refuse_in(conn: Tx, key: str, inv: Invocation, reason: str) -> CommandVerdict:
     """Audits a refused command under `key` (inside the note's transaction) and says why."""
     audit_row(conn, key, inv.verb.value, inv.actor, inv.correlation_id, REFUSED + reason)
-    return CommandResult(False, reason, None if key.startswith("mr:") else key)
+    return CommandVerdict(False, reason, None if key.startswith("mr:") else key)
 
 
 def words(state: BindingState) -> str:

@@ -24,7 +24,7 @@ from markupsafe import Markup
 from prometheus_client import Counter
 
 from bot.app.commands.reply_limit import claim_reply
-from bot.app.commands.verbs import CommandResult, MrRef
+from bot.app.commands.verbs import CommandVerdict, MrRef
 from bot.app.steps.common import short
 from bot.core.commands import DESCRIPTIONS, Command, Rules, Verb
 from bot.core.inert import ensure_inert
@@ -108,7 +108,7 @@ def acknowledge(
     mr: MrRef,
     note_id: int,
     command: Command,
-    result: CommandResult,
+    result: CommandVerdict,
     *,
     rules: Rules,
     bot_username: str,

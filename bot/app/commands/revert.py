@@ -14,7 +14,7 @@ import time
 from bot.app.commands.once import (
     ACCEPTED,
     NO_REQUEST,
-    CommandResult,
+    CommandVerdict,
     Invocation,
     MrRef,
     audit_row,
@@ -47,12 +47,12 @@ def revert_candidate(engine: Engine, mr: MrRef) -> MrOperation | str:
 
 def revert(
     engine: Engine, mr: MrRef, inv: Invocation, original_id: str, request: NewRequest
-) -> CommandResult:
+) -> CommandVerdict:
     """Starts `request` (which undoes `original_id`) if the original still owns its binding."""
     if request.reverts_operation_id != original_id:
         raise ValueError("the revert request must name the operation it reverts")
 
-    def body(conn: Tx) -> CommandResult:
+    def body(conn: Tx) -> CommandVerdict:
         owner, held_in = binding_of(conn, original_id)
         if owner != original_id:
             return refuse_in(conn, original_id, inv, "a newer request has replaced this one")
@@ -76,6 +76,6 @@ def revert(
         record_outcome(Event.REVERT, "success", started)
         detail = f"{ACCEPTED}reverted by operation {moved.operation_id}"
         audit_row(conn, original_id, inv.verb.value, inv.actor, inv.correlation_id, detail)
-        return CommandResult(True, operation_id=moved.operation_id, moved=moved)
+        return CommandVerdict(True, operation_id=moved.operation_id, moved=moved)
 
     return once(engine, mr, inv, body)

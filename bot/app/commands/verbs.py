@@ -14,7 +14,7 @@ from bot.app import operator
 from bot.app.commands.once import (
     ACCEPTED,
     NO_REQUEST,
-    CommandResult,
+    CommandVerdict,
     Invocation,
     MrRef,
     audit_key,
@@ -39,7 +39,7 @@ from bot.store.submit import NewRequest, submit_in
 from bot.store.tx import Tx
 
 __all__ = [
-    "CommandResult",
+    "CommandVerdict",
     "Invocation",
     "MrOperation",
     "MrRef",
@@ -60,22 +60,22 @@ __all__ = [
 ]
 
 
-def refuse(engine: Engine, mr: MrRef, inv: Invocation, reason: str) -> CommandResult:
+def refuse(engine: Engine, mr: MrRef, inv: Invocation, reason: str) -> CommandVerdict:
     """Records a refused command (not allowed, malformed, nothing to act on)."""
 
-    def body(conn: Tx) -> CommandResult:
+    def body(conn: Tx) -> CommandVerdict:
         return refuse_in(conn, _key(conn, mr), inv, reason)
 
     return once(engine, mr, inv, body)
 
 
-def accept(engine: Engine, mr: MrRef, inv: Invocation, detail: str = "") -> CommandResult:
+def accept(engine: Engine, mr: MrRef, inv: Invocation, detail: str = "") -> CommandVerdict:
     """Records an accepted command that changes nothing (help)."""
 
-    def body(conn: Tx) -> CommandResult:
+    def body(conn: Tx) -> CommandVerdict:
         key = _key(conn, mr)
         audit_row(conn, key, inv.verb.value, inv.actor, inv.correlation_id, ACCEPTED + detail)
-        return CommandResult(True, operation_id=None if key.startswith("mr:") else key)
+        return CommandVerdict(True, operation_id=None if key.startswith("mr:") else key)
 
     return once(engine, mr, inv, body)
 
@@ -90,10 +90,10 @@ def _detail(inv: Invocation) -> str:
     return f"{inv.line or '/gitops ' + inv.verb.value} (note {inv.note_id})"
 
 
-def status(engine: Engine, mr: MrRef, inv: Invocation) -> CommandResult:
+def status(engine: Engine, mr: MrRef, inv: Invocation) -> CommandVerdict:
     """Queues a re-render of the MR's status comment (a `status_comment` outbox row)."""
 
-    def body(conn: Tx) -> CommandResult:
+    def body(conn: Tx) -> CommandVerdict:
         found = mr_operations(conn, mr)
         if not found:
             return refuse_in(conn, mr.key, inv, NO_REQUEST)
@@ -101,15 +101,15 @@ def status(engine: Engine, mr: MrRef, inv: Invocation) -> CommandResult:
         queue_status_comment(conn, op.id)
         detail = ACCEPTED + "status comment queued"
         audit_row(conn, op.id, inv.verb.value, inv.actor, inv.correlation_id, detail, op.state)
-        return CommandResult(True, operation_id=op.id)
+        return CommandVerdict(True, operation_id=op.id)
 
     return once(engine, mr, inv, body)
 
 
-def _move(engine: Engine, mr: MrRef, inv: Invocation, event: Event) -> CommandResult:
+def _move(engine: Engine, mr: MrRef, inv: Invocation, event: Event) -> CommandVerdict:
     """Fires `event` for the MR's operation as the commenter; refuses what the table refuses."""
 
-    def body(conn: Tx) -> CommandResult:
+    def body(conn: Tx) -> CommandVerdict:
         found = mr_operations(conn, mr)
         if not found:
             return refuse_in(conn, mr.key, inv, NO_REQUEST)
@@ -138,25 +138,25 @@ def _move(engine: Engine, mr: MrRef, inv: Invocation, event: Event) -> CommandRe
             record_outcome(event, "conflict", started)
             raise
         record_outcome(event, "success", started)
-        return CommandResult(True, operation_id=op.id, moved=moved)
+        return CommandVerdict(True, operation_id=op.id, moved=moved)
 
     return once(engine, mr, inv, body)
 
 
-def retry(engine: Engine, mr: MrRef, inv: Invocation) -> CommandResult:
+def retry(engine: Engine, mr: MrRef, inv: Invocation) -> CommandVerdict:
     """Re-drives the step where the MR's request stopped (RETRY through the table)."""
     return _move(engine, mr, inv, Event.RETRY)
 
 
-def cancel(engine: Engine, mr: MrRef, inv: Invocation) -> CommandResult:
+def cancel(engine: Engine, mr: MrRef, inv: Invocation) -> CommandVerdict:
     """Closes the MR's request (CANCEL: the outbox withdraws the approval, closes the bot's MR)."""
     return _move(engine, mr, inv, Event.CANCEL)
 
 
-def apply(engine: Engine, mr: MrRef, inv: Invocation, request: NewRequest) -> CommandResult:
+def apply(engine: Engine, mr: MrRef, inv: Invocation, request: NewRequest) -> CommandVerdict:
     """Registers the MR as an MR-first request (a re-apply after REJECTED/CLOSED included)."""
 
-    def body(conn: Tx) -> CommandResult:
+    def body(conn: Tx) -> CommandVerdict:
         found = mr_operations(conn, mr)
         bots = [op for op in found if op.mr_opened_by_bot]
         if bots:
@@ -182,7 +182,7 @@ def apply(engine: Engine, mr: MrRef, inv: Invocation, request: NewRequest) -> Co
             record_outcome(Event.SUBMIT, "illegal", started)
             return refuse_in(conn, key, inv, str(exc))
         record_outcome(Event.SUBMIT, "success", started)
-        return CommandResult(True, operation_id=moved.operation_id, moved=moved)
+        return CommandVerdict(True, operation_id=moved.operation_id, moved=moved)
 
     return once(engine, mr, inv, body)
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from bot.app.events.handled import EventHandled
 from bot.app.events.mismatch import record_mismatch
-from bot.app.events.outcome import Outcome
 from bot.app.events.stale import record_stale
 from bot.approval.callback import ApprovalCallback
 from bot.approval.decision import Decision
@@ -31,7 +31,7 @@ _EVENTS = {
 ACTOR = "approval-system"
 
 
-def on_approval(engine: Engine, callback: ApprovalCallback, attempts: int = 3) -> Outcome:
+def on_approval(engine: Engine, callback: ApprovalCallback, attempts: int = 3) -> EventHandled:
     """Moves the owning operation by the decision, or records the callback as stale."""
     event = _EVENTS.get(callback.decision)
     op_id = callback.operation_id
@@ -125,7 +125,7 @@ def on_approval(engine: Engine, callback: ApprovalCallback, attempts: int = 3) -
                 state=state,
                 correlation_id=callback.request_id,
             )
-        return Outcome(op_id, moved=moved)
+        return EventHandled(op_id, moved=moved)
     return record_stale(
         engine,
         op_id,

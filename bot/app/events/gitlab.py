@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from bot.app.events.outcome import Outcome
+from bot.app.events.handled import EventHandled
 from bot.app.events.signals import on_target_pipeline
 from bot.app.events.stale import record_stale
 from bot.core.events import Event, Source
@@ -14,22 +14,22 @@ from bot.core.states import AWAITING_PIPELINE, BindingState, Step
 from bot.errors import Conflict, IllegalTransition, NotOwner, UnknownOperation
 from bot.ingress.gitlab_events import MergeRequestEvent, PipelineEvent
 from bot.store.engine import Engine
-from bot.store.fire import Current, fire
+from bot.store.fire import CurrentState, fire
 from bot.store.lookups import mr_owner, mr_owner_with
 
 _PIPELINE_EVENTS = {"success": Event.PIPELINE_PASSED, "failed": Event.PIPELINE_FAILED}
 _WAITING_FOR_PIPELINE = {BindingState.MR_CREATING, BindingState.MERGING}
 
 
-def on_pipeline(engine: Engine, ev: PipelineEvent, correlation_id: str) -> Outcome:
+def on_pipeline(engine: Engine, ev: PipelineEvent, correlation_id: str) -> EventHandled:
     """Passes or fails the owner's wait for its MR pipeline; other pipelines may validate."""
     if ev.mr_iid is None:
         return on_target_pipeline(engine, ev, correlation_id)
     event = _PIPELINE_EVENTS.get(ev.status)
     if event is None:
-        return Outcome(None, stale=f"pipeline {ev.status} is not final")
+        return EventHandled(None, stale=f"pipeline {ev.status} is not final")
     found = _owner(engine, ev.project_id, ev.mr_iid, "head_sha")
-    if isinstance(found, Outcome):
+    if isinstance(found, EventHandled):
         return found
     op_id, head, current = found
     step = Step(current.guard_values["step"])
@@ -57,7 +57,7 @@ def on_pipeline(engine: Engine, ev: PipelineEvent, correlation_id: str) -> Outco
     return _fire(engine, op_id, event, correlation_id, current=current)
 
 
-def on_merge_request(engine: Engine, ev: MergeRequestEvent, correlation_id: str) -> Outcome:
+def on_merge_request(engine: Engine, ev: MergeRequestEvent, correlation_id: str) -> EventHandled:
     """Merged (by us or by a person) or closed: the owner of the MR follows. A new head under
     an operation that is approving or merging runs its step now, so the integrity check stops
     it (and takes the approvals back) without waiting for the next poll."""
@@ -65,34 +65,34 @@ def on_merge_request(engine: Engine, ev: MergeRequestEvent, correlation_id: str)
     if event is None and ev.action == "update" and ev.head_sha:
         return _head_moved(engine, ev)
     if event is None:
-        return Outcome(None, stale=f"MR action {ev.action} changes nothing")
+        return EventHandled(None, stale=f"MR action {ev.action} changes nothing")
     op_id = mr_owner(engine, ev.project_id, ev.iid)
     if op_id is None:
-        return Outcome(None, stale="no operation owns this MR")
+        return EventHandled(None, stale="no operation owns this MR")
     changes = {"merge_commit_sha": ev.merge_commit_sha} if event is Event.MERGED else {}
     return _fire(engine, op_id, event, correlation_id, changes=changes)
 
 
-def _head_moved(engine: Engine, ev: MergeRequestEvent) -> Outcome:
+def _head_moved(engine: Engine, ev: MergeRequestEvent) -> EventHandled:
     """Nudges the MR's owner in MERGING when the head is not the one it verified."""
     found = _owner(engine, ev.project_id, ev.iid, "verified_sha")
-    if isinstance(found, Outcome):
+    if isinstance(found, EventHandled):
         return found
     op_id, verified, current = found
     if current.state is not BindingState.MERGING or ev.head_sha == verified:
-        return Outcome(op_id, stale="MR updated; nothing to re-check")
-    return Outcome(op_id, stale="the MR's head moved: checking it now", nudge=True)
+        return EventHandled(op_id, stale="MR updated; nothing to re-check")
+    return EventHandled(op_id, stale="the MR's head moved: checking it now", nudge=True)
 
 
 def _owner(
     engine: Engine, project_id: int, iid: int, column: str
-) -> tuple[str, Any, Current] | Outcome:
+) -> tuple[str, Any, CurrentState] | EventHandled:
     """The MR's owning operation, one of its columns and what fire() needs; else why not."""
     found = mr_owner_with(engine, project_id, iid, column)
     if found is None:
-        return Outcome(None, stale="no operation owns this MR")
+        return EventHandled(None, stale="no operation owns this MR")
     if found.current is None:
-        return Outcome(found.operation_id, stale=found.lost)
+        return EventHandled(found.operation_id, stale=found.lost)
     return found.operation_id, found.value, found.current
 
 
@@ -102,9 +102,9 @@ def _fire(
     event: Event,
     correlation_id: str,
     *,
-    current: Current | None = None,
+    current: CurrentState | None = None,
     changes: Mapping[str, object] | None = None,
-) -> Outcome:
+) -> EventHandled:
     try:
         moved = fire(
             engine,
@@ -122,4 +122,4 @@ def _fire(
         return record_stale(
             engine, op_id, event, str(exc), source=Source.WEBHOOK, correlation_id=correlation_id
         )
-    return Outcome(op_id, moved=moved)
+    return EventHandled(op_id, moved=moved)

@@ -10,7 +10,7 @@ from prometheus_client import Counter
 from bot.app.commands.note import on_note
 from bot.app.events.approval import on_approval
 from bot.app.events.gitlab import on_merge_request, on_pipeline
-from bot.app.events.outcome import Outcome
+from bot.app.events.handled import EventHandled
 from bot.app.events.signals import on_deploy_callback, on_deployment_event
 from bot.approval.callback import parse_callback
 from bot.approval.errors import MalformedCallback
@@ -116,7 +116,7 @@ def route(
     body: bytes,
     key: str,
     headers: Mapping[str, str] | None = None,
-) -> Outcome | None:
+) -> EventHandled | None:
     """Sends a delivery to its handler; None for deliveries another job handles."""
     engine = services.engine
     if source == "approval":

@@ -6,7 +6,7 @@ import logging
 
 from prometheus_client import Counter
 
-from bot.app.events.outcome import Outcome
+from bot.app.events.handled import EventHandled
 from bot.app.events.stale import audit_unmoved
 from bot.core.events import Event, Source
 from bot.store.engine import Engine
@@ -30,7 +30,7 @@ def record_mismatch(
     source: str,
     state: str | None = None,
     correlation_id: str | None = None,
-) -> Outcome:
+) -> EventHandled:
     """An audit row "mismatch: <reason>" (version 0: nothing changed), counted by `source`."""
     CALLBACK_MISMATCH.labels(source).inc()
     detail = f"mismatch: {reason}"
@@ -41,4 +41,4 @@ def record_mismatch(
         extra={"operation_id": operation_id, "correlation_id": correlation_id},
     )
     audit_unmoved(engine, operation_id, event, detail, Source.WEBHOOK, state, correlation_id)
-    return Outcome(operation_id, stale=detail)
+    return EventHandled(operation_id, stale=detail)

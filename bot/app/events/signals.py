@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from bot.app.events.handled import EventHandled
 from bot.app.events.mismatch import record_mismatch
-from bot.app.events.outcome import Outcome
 from bot.app.events.stale import record_stale
 from bot.app.events.validate import mark_validated
 from bot.core.events import Event, Source
@@ -23,7 +23,7 @@ MISMATCH = "mismatch"
 
 def on_deploy_callback(
     engine: Engine, cb: DeployCallback, correlation_id: str, auth: DeployAuth | None = None
-) -> Outcome:
+) -> EventHandled:
     """The deployment pipeline's word on a merged change: validated, or failed to deploy.
 
     A callback naming an operation must match that operation's project and MR (or merge
@@ -84,7 +84,7 @@ def on_deploy_callback(
             source=Source.WEBHOOK,
             correlation_id=correlation_id,
         )
-    return Outcome(op_id, moved=moved)
+    return EventHandled(op_id, moved=moved)
 
 
 def callback_mismatch(cb: DeployCallback, ref: OperationRef) -> str | None:
@@ -105,17 +105,17 @@ def callback_mismatch(cb: DeployCallback, ref: OperationRef) -> str | None:
     )
 
 
-def on_deployment_event(engine: Engine, ev: DeploymentEvent, correlation_id: str) -> Outcome:
+def on_deployment_event(engine: Engine, ev: DeploymentEvent, correlation_id: str) -> EventHandled:
     """A GitLab deployment that succeeded on exactly a merge commit validates its change."""
     record_signal(
         engine, source="deployment", project_id=str(ev.project_id), status=ev.status, sha=ev.sha
     )
     if ev.status != "success" or ev.sha is None:
-        return Outcome(None, stale=f"deployment {ev.status}")
+        return EventHandled(None, stale=f"deployment {ev.status}")
     op_id = merge_commit_owner(engine, ev.project_id, ev.sha)
     if op_id is None:
         # it may contain a merge commit without being it: reconciliation compares ancestry
-        return Outcome(None, stale="no merge commit is exactly this SHA")
+        return EventHandled(None, stale="no merge commit is exactly this SHA")
     return mark_validated(
         engine,
         op_id,
@@ -125,16 +125,16 @@ def on_deployment_event(engine: Engine, ev: DeploymentEvent, correlation_id: str
     )
 
 
-def on_target_pipeline(engine: Engine, ev: PipelineEvent, correlation_id: str) -> Outcome:
+def on_target_pipeline(engine: Engine, ev: PipelineEvent, correlation_id: str) -> EventHandled:
     """A target-branch pipeline that succeeded on exactly a merge commit validates its change."""
     if ev.status != "success":
-        return Outcome(None, stale=f"pipeline {ev.status}")
+        return EventHandled(None, stale=f"pipeline {ev.status}")
     record_signal(
         engine, source="pipeline", project_id=str(ev.project_id), status=ev.status, sha=ev.sha
     )
     op_id = merge_commit_owner(engine, ev.project_id, ev.sha)
     if op_id is None:
-        return Outcome(None, stale="no merge commit is exactly this SHA")
+        return EventHandled(None, stale="no merge commit is exactly this SHA")
     return mark_validated(
         engine, op_id, source=Source.WEBHOOK, actor="gitlab-pipeline", correlation_id=correlation_id
     )

@@ -6,7 +6,7 @@ import logging
 
 from prometheus_client import Counter
 
-from bot.app.events.outcome import Outcome
+from bot.app.events.handled import EventHandled
 from bot.core.events import Event, Source
 from bot.store.audit import record_unmoved
 from bot.store.engine import Engine
@@ -29,7 +29,7 @@ def record_stale(
     source: Source,
     state: str | None = None,
     correlation_id: str | None = None,
-) -> Outcome:
+) -> EventHandled:
     """Writes the audit row (version 0: nothing changed) and counts the stale event."""
     STALE_EVENTS.labels(source.value).inc()
     log.info(
@@ -42,7 +42,7 @@ def record_stale(
         audit_unmoved(
             engine, operation_id, event, f"stale: {reason}", source, state, correlation_id
         )
-    return Outcome(operation_id, stale=reason)
+    return EventHandled(operation_id, stale=reason)
 
 
 def audit_unmoved(

@@ -5,14 +5,14 @@ from __future__ import annotations
 import time
 
 from bot import metrics
-from bot.app.events.outcome import Outcome
+from bot.app.events.handled import EventHandled
 from bot.app.events.stale import record_stale
 from bot.core.events import Event, Source
 from bot.core.request import TransitionRequest
 from bot.core.states import BindingState
 from bot.errors import NotOwner, UnknownOperation
 from bot.store.engine import Engine
-from bot.store.fire import Current, FireResult, fire_in, record_outcome
+from bot.store.fire import CurrentState, TransitionMade, fire_in, record_outcome
 from bot.store.tx import Tx
 from bot.store.validate import under_validation_locks
 
@@ -24,7 +24,7 @@ def mark_validated(
     source: Source,
     actor: str | None = None,
     correlation_id: str | None = None,
-) -> Outcome:
+) -> EventHandled:
     """Locks operation then binding, flips MERGED -> VALIDATED once; counts it after commit.
 
     The locks (bot/store/validate.py) make a racing callback and reconciliation wait for each
@@ -32,7 +32,9 @@ def mark_validated(
     """
     started = time.perf_counter()
 
-    def body(conn: Tx, current: Current) -> tuple[Current, FireResult | None, str | None]:
+    def body(
+        conn: Tx, current: CurrentState
+    ) -> tuple[CurrentState, TransitionMade | None, str | None]:
         if current.state is not BindingState.MERGED:
             state = current.state.value
             reason = (
@@ -78,4 +80,4 @@ def mark_validated(
         )
     record_outcome(Event.DEPLOYED, "success", started)
     metrics.VALIDATED_TOTAL.inc()
-    return Outcome(operation_id, moved=moved)
+    return EventHandled(operation_id, moved=moved)

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bot.store.fire import FireResult
+from bot.store.fire import TransitionMade
 
 
 @dataclass(frozen=True, slots=True)
-class Outcome:
+class EventHandled:
     """An event's effect: the transition it made, or the reason it changed nothing."""
 
     operation_id: str | None
-    moved: FireResult | None = None
+    moved: TransitionMade | None = None
     stale: str | None = None
     #: run the operation's step now although nothing moved (its MR changed under it)
     nudge: bool = False

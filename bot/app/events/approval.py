@@ -19,7 +19,7 @@ from bot.core.request import TransitionRequest
 from bot.core.states import AWAITING_APPROVAL
 from bot.errors import Conflict, IllegalTransition, NotOwner, UnknownOperation
 from bot.store.engine import Engine
-from bot.store.fire import fire
+from bot.store.fire import CurrentState, fire
 from bot.store.lookups import change_identity, read_current
 
 _EVENTS = {
@@ -35,57 +35,31 @@ def on_approval(engine: Engine, callback: ApprovalCallback, attempts: int = 3) -
     """Moves the owning operation by the decision, or records the callback as stale."""
     event = _EVENTS.get(callback.decision)
     op_id = callback.operation_id
-    if event is None:
+
+    def stale(reason: str, state: str | None = None) -> EventHandled:
         return record_stale(
             engine,
             op_id,
-            Event.APPROVED,
-            f"decision {callback.decision} is not final",
+            event or Event.APPROVED,  # a decision that is not final is audited as APPROVED
+            reason,
             source=Source.WEBHOOK,
+            state=state,
             correlation_id=callback.request_id,
         )
+
+    if event is None:
+        return stale(f"decision {callback.decision} is not final")
     for _ in range(attempts):
         try:
             current = read_current(engine, op_id)
         except UnknownOperation:
-            return record_stale(
-                engine,
-                op_id,
-                event,
-                "unknown operation",
-                source=Source.WEBHOOK,
-                correlation_id=callback.request_id,
-            )
+            return stale("unknown operation")
         except NotOwner:
-            return record_stale(
-                engine,
-                op_id,
-                event,
-                "the operation was replaced by a re-apply",
-                source=Source.WEBHOOK,
-                correlation_id=callback.request_id,
-            )
+            return stale("the operation was replaced by a re-apply")
         state = current.state.value
-        if current.state not in AWAITING_APPROVAL:
-            return record_stale(
-                engine,
-                op_id,
-                event,
-                f"not waiting for approval ({state})",
-                source=Source.WEBHOOK,
-                state=state,
-                correlation_id=callback.request_id,
-            )
-        if current.flow != callback.flow:
-            return record_stale(
-                engine,
-                op_id,
-                event,
-                f"the payload's shape says {callback.flow}, the operation is {current.flow}",
-                source=Source.WEBHOOK,
-                state=state,
-                correlation_id=callback.request_id,
-            )
+        why_not = _not_waiting(current, callback)
+        if why_not is not None:
+            return stale(why_not, state)
         mismatch = _mismatch(engine, callback, current.guard_values)
         if mismatch is not None:
             return record_mismatch(
@@ -116,24 +90,18 @@ def on_approval(engine: Engine, callback: ApprovalCallback, attempts: int = 3) -
         except Conflict:
             continue  # someone moved it meanwhile (our SENT write): read again
         except IllegalTransition as exc:
-            return record_stale(
-                engine,
-                op_id,
-                event,
-                str(exc),
-                source=Source.WEBHOOK,
-                state=state,
-                correlation_id=callback.request_id,
-            )
+            return stale(str(exc), state)
         return EventHandled(op_id, moved=moved)
-    return record_stale(
-        engine,
-        op_id,
-        event,
-        f"still racing after {attempts} attempts",
-        source=Source.WEBHOOK,
-        correlation_id=callback.request_id,
-    )
+    return stale(f"still racing after {attempts} attempts")
+
+
+def _not_waiting(current: CurrentState, callback: ApprovalCallback) -> str | None:
+    """Why the operation is not waiting for this decision (None: it is)."""
+    if current.state not in AWAITING_APPROVAL:
+        return f"not waiting for approval ({current.state.value})"
+    if current.flow != callback.flow:
+        return f"the payload's shape says {callback.flow}, the operation is {current.flow}"
+    return None
 
 
 def _mismatch(engine: Engine, callback: ApprovalCallback, values: Mapping[str, Any]) -> str | None:

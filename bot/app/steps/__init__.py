@@ -10,7 +10,7 @@ from bot.store.operations import OperationRow
 
 
 @dataclass(frozen=True)
-class Ctx:
+class StepContext:
     """What a step function runs with."""
 
     services: Services

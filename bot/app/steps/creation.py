@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from bot.app.steps import Ctx
+from bot.app.steps import StepContext
 from bot.app.steps.common import advance
 from bot.app.steps.integrity import approved_identity, read_identity
 from bot.app.steps.paths import check_paths
@@ -21,7 +21,7 @@ from bot.store.operations import touch
 _FAILED_PIPELINE = {"failed", "canceled", "skipped"}
 
 
-def create_mr(ctx: Ctx) -> bool:
+def create_mr(ctx: StepContext) -> bool:
     """Makes (or finds again) the change's MR and records it: MR_OPENED."""
     op = ctx.op
     project = ctx.clients.author.project(op.gitlab_project)
@@ -71,7 +71,7 @@ def create_mr(ctx: Ctx) -> bool:
     )
 
 
-def poll_pipeline(ctx: Ctx) -> bool:
+def poll_pipeline(ctx: StepContext) -> bool:
     """Reads the MR's head pipeline: passed, failed, or poll again (tiered) until timed out."""
     op = ctx.op
     assert op.mr_iid is not None
@@ -97,12 +97,12 @@ def poll_pipeline(ctx: Ctx) -> bool:
     return advance(ctx, Event.PIPELINE_TIMED_OUT, deadline_at=None)
 
 
-def start_handling(ctx: Ctx) -> bool:
+def start_handling(ctx: StepContext) -> bool:
     """Approve-first: the checks passed, so approve and merge."""
     return advance(ctx, Event.HANDLE_START)
 
 
-def request_approval(ctx: Ctx) -> bool:
+def request_approval(ctx: StepContext) -> bool:
     """MR-first: the checks passed, so fix what the approval approves (the change identity, with
     the head the pipeline passed on) and ask for it (ext.mrId carries the MR)."""
     op = ctx.op

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from bot.app.steps import Ctx
+from bot.app.steps import StepContext
 from bot.app.steps.common import advance
 from bot.app.steps.integrity import check_mr, stop_changed
 from bot.app.steps.waits import drive_in, new_wait, poll
@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 MAX_RESTARTS = 5
 
 
-def handle(ctx: Ctx) -> bool:
+def handle(ctx: StepContext) -> bool:
     """Checks the MR against what was approved, approves as every approval bot that has not,
     then merges pinned to the checked head; each outcome to its state."""
     op, services = ctx.op, ctx.services
@@ -88,7 +88,7 @@ def handle(ctx: Ctx) -> bool:
             return _restart(ctx, progress, f"merge said {result.outcome.value}")
 
 
-def _approve_all(ctx: Ctx, sha: str, progress: dict[str, Any]) -> bool | None:
+def _approve_all(ctx: StepContext, sha: str, progress: dict[str, Any]) -> bool | None:
     """None when every approval bot has approved `sha`; else what handle() returns now."""
     op = ctx.op
     assert op.mr_iid is not None
@@ -134,7 +134,7 @@ def _approve_all(ctx: Ctx, sha: str, progress: dict[str, Any]) -> bool | None:
     return None
 
 
-def _restart(ctx: Ctx, progress: dict[str, Any], why: str) -> bool:
+def _restart(ctx: StepContext, progress: dict[str, Any], why: str) -> bool:
     """Starts approving again on the current head, a bounded number of times."""
     restarts = int(progress.get("restarts", 0)) + 1
     if restarts > MAX_RESTARTS:
@@ -148,7 +148,7 @@ def _restart(ctx: Ctx, progress: dict[str, Any], why: str) -> bool:
     return False
 
 
-def poll_rebase(ctx: Ctx) -> bool:
+def poll_rebase(ctx: StepContext) -> bool:
     """Follows GitLab's rebase, then the pipeline on the new head; then back to approving."""
     op = ctx.op
     assert op.mr_iid is not None

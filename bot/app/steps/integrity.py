@@ -19,10 +19,10 @@ needs only the compare call afterwards.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 
 from bot.app.steps import StepContext
 from bot.app.steps.common import advance
+from bot.app.steps.decisions import Verdict
 from bot.core.events import Event
 from bot.core.identity import (
     ChangeIdentity,
@@ -40,19 +40,6 @@ log = logging.getLogger(__name__)
 
 #: The most characters of reasons kept in error_detail (the status comment shows them).
 DETAIL_LIMIT = 480
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """Whether the MR may be approved and merged at `head`, and if not, why."""
-
-    head: str
-    reasons: tuple[str, ...] = ()
-
-    @property
-    def ok(self) -> bool:
-        """True when the MR's changes are the approved ones."""
-        return not self.reasons
 
 
 def _short(sha: str | None) -> str:

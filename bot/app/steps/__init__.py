@@ -1,4 +1,8 @@
-"""The step functions of each workflow phase, one module per phase, run by steps/drive.py."""
+"""The step functions of each workflow phase, one module per phase, run by steps/drive.py.
+
+A step reads GitLab, takes a pure decision on what it read (decide.py, returning one of
+decisions.py's types) and does it (perform.py).
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ from bot.store.operations import OperationRow
 
 
 @dataclass(frozen=True)
-class Ctx:
+class StepContext:
     """What a step function runs with."""
 
     services: Services

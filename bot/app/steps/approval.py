@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from bot.app.events.approval import on_approval
-from bot.app.steps import Ctx
+from bot.app.steps import StepContext
 from bot.app.steps.common import advance
 from bot.app.steps.integrity import approved_identity
 from bot.app.steps.paths import check_paths
@@ -16,7 +16,7 @@ from bot.core.events import Event
 from bot.core.states import Flow, Step
 
 
-def submit_approval(ctx: Ctx) -> bool:
+def submit_approval(ctx: StepContext) -> bool:
     """Sends the approval request carrying the change identity (what an approval approves);
     records the approval id as APPROVAL_SUBMITTED. Approve-first checks the paths first."""
     op, settings = ctx.op, ctx.services.settings
@@ -42,7 +42,7 @@ def submit_approval(ctx: Ctx) -> bool:
     return advance(ctx, Event.APPROVAL_SUBMITTED, approval_id=approval_id, deadline_at=deadline)
 
 
-def await_approval(ctx: Ctx) -> bool:
+def await_approval(ctx: StepContext) -> bool:
     """The approvers are taking long: ask the approval system where the request stands."""
     op = ctx.op
     if op.approval_id is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from bot.app.steps import Ctx
+from bot.app.steps import StepContext
 from bot.core.events import Event, Source
 from bot.core.request import TransitionRequest
 from bot.errors import Conflict, IllegalTransition, NotOwner
@@ -14,7 +14,7 @@ from bot.store.fire import fire
 log = logging.getLogger(__name__)
 
 
-def advance(ctx: Ctx, event: Event, **changes: Any) -> bool:
+def advance(ctx: StepContext, event: Event, **changes: Any) -> bool:
     """Fires `event` for the step's operation; False when something else moved it first."""
     if "attempts" not in changes:
         changes["attempts"] = 0  # progress made: the sweep's budget starts again

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from bot.app.steps import Ctx
+from bot.app.steps import StepContext
 from bot.app.steps.common import advance
+from bot.app.steps.decide import decide_pipeline
+from bot.app.steps.decisions import Advance, Poll
 from bot.app.steps.integrity import approved_identity, read_identity
 from bot.app.steps.paths import check_paths
-from bot.app.steps.waits import new_wait, poll
+from bot.app.steps.perform import perform
+from bot.app.steps.waits import new_wait
 from bot.core.events import Event
 from bot.core.labels import label_for
 from bot.core.states import BindingState, Flow
@@ -18,10 +21,8 @@ from bot.gitlab.compare import TooLargeToCheck
 from bot.render.change_text import mr_description
 from bot.store.operations import touch
 
-_FAILED_PIPELINE = {"failed", "canceled", "skipped"}
 
-
-def create_mr(ctx: Ctx) -> bool:
+def create_mr(ctx: StepContext) -> bool:
     """Makes (or finds again) the change's MR and records it: MR_OPENED."""
     op = ctx.op
     project = ctx.clients.author.project(op.gitlab_project)
@@ -71,38 +72,22 @@ def create_mr(ctx: Ctx) -> bool:
     )
 
 
-def poll_pipeline(ctx: Ctx) -> bool:
+def poll_pipeline(ctx: StepContext) -> bool:
     """Reads the MR's head pipeline: passed, failed, or poll again (tiered) until timed out."""
     op = ctx.op
     assert op.mr_iid is not None
     if new_wait(op):  # the first look waits a tier: a webhook in time means 0 poll calls
-        return not poll(ctx.services, op, "pipeline", ctx.now) and advance(
-            ctx, Event.PIPELINE_TIMED_OUT, deadline_at=None
-        )
+        return perform(ctx, Poll("pipeline"))
     mr = read_mr(ctx.clients.author.project(op.gitlab_project), op.mr_iid)
-    if mr.state == "closed":
-        return advance(ctx, Event.MR_CLOSED)
-    status = mr.head_pipeline_status
-    if status == "success":
-        return advance(ctx, Event.PIPELINE_PASSED, head_sha=mr.sha)
-    if status in _FAILED_PIPELINE:
-        return advance(
-            ctx,
-            Event.PIPELINE_FAILED,
-            head_sha=mr.sha,
-            error_detail=f"MR pipeline {mr.head_pipeline_id} {status}",
-        )
-    if poll(ctx.services, op, "pipeline", ctx.now):
-        return False
-    return advance(ctx, Event.PIPELINE_TIMED_OUT, deadline_at=None)
+    return perform(ctx, decide_pipeline(mr))
 
 
-def start_handling(ctx: Ctx) -> bool:
+def start_handling(ctx: StepContext) -> bool:
     """Approve-first: the checks passed, so approve and merge."""
-    return advance(ctx, Event.HANDLE_START)
+    return perform(ctx, Advance(Event.HANDLE_START))
 
 
-def request_approval(ctx: Ctx) -> bool:
+def request_approval(ctx: StepContext) -> bool:
     """MR-first: the checks passed, so fix what the approval approves (the change identity, with
     the head the pipeline passed on) and ask for it (ext.mrId carries the MR)."""
     op = ctx.op

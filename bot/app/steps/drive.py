@@ -11,7 +11,7 @@ import logging
 from collections.abc import Callable
 from contextlib import suppress
 
-from bot.app.steps import Ctx, approval, creation, handling
+from bot.app.steps import StepContext, approval, creation, handling
 from bot.app.steps.common import advance, short
 from bot.app.steps.waits import retry_later
 from bot.core.events import Event
@@ -29,7 +29,7 @@ MAX_CHAIN = 8
 #: Seconds a job that found the operation busy waits before trying again.
 BUSY_RETRY = 2.0
 
-STEPS: dict[Action, Callable[[Ctx], bool]] = {
+STEPS: dict[Action, Callable[[StepContext], bool]] = {
     Action.SUBMIT_APPROVAL: approval.submit_approval,
     Action.AWAIT_APPROVAL: approval.await_approval,
     Action.CREATE_MR: creation.create_mr,
@@ -83,7 +83,7 @@ def _run(services: Services, op: OperationRow) -> str:
             action is Action.AWAIT_APPROVAL and op.deadline_at and op.deadline_at > now
         ):
             return action.value
-        if not _attempt(Ctx(services, clients, op, now), action, step):
+        if not _attempt(StepContext(services, clients, op, now), action, step):
             return action.value
         op = load(services.engine, op.id)
         if not op.owner:
@@ -91,7 +91,7 @@ def _run(services: Services, op: OperationRow) -> str:
     return action.value
 
 
-def _attempt(ctx: Ctx, action: Action, step: Callable[[Ctx], bool]) -> bool:
+def _attempt(ctx: StepContext, action: Action, step: Callable[[StepContext], bool]) -> bool:
     """Runs one step; True when the operation moved. Failures are classified here, once."""
     extra = {"operation_id": ctx.op.id, "action": action.value}
     failure = DECLARED_FAILURE.get(action)

@@ -19,10 +19,10 @@ needs only the compare call afterwards.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 
-from bot.app.steps import Ctx
+from bot.app.steps import StepContext
 from bot.app.steps.common import advance
+from bot.app.steps.decisions import Verdict
 from bot.core.events import Event
 from bot.core.identity import (
     ChangeIdentity,
@@ -42,24 +42,11 @@ log = logging.getLogger(__name__)
 DETAIL_LIMIT = 480
 
 
-@dataclass(frozen=True)
-class Verdict:
-    """Whether the MR may be approved and merged at `head`, and if not, why."""
-
-    head: str
-    reasons: tuple[str, ...] = ()
-
-    @property
-    def ok(self) -> bool:
-        """True when the MR's changes are the approved ones."""
-        return not self.reasons
-
-
 def _short(sha: str | None) -> str:
     return (sha or "none")[:12]
 
 
-def approved_identity(ctx: Ctx, project: Project) -> ChangeIdentity:
+def approved_identity(ctx: StepContext, project: Project) -> ChangeIdentity:
     """The operation's identity; one in flight from before identities existed gets it now."""
     op = ctx.op
     if op.change_identity is not None:
@@ -95,7 +82,7 @@ def read_identity(project: Project, op: OperationRow, head: str) -> ChangeIdenti
     )
 
 
-def check_mr(ctx: Ctx, project: Project, mr: MrView) -> Verdict:
+def check_mr(ctx: StepContext, project: Project, mr: MrView) -> Verdict:
     """Checks the MR as just read against the approved identity; records a newly verified head.
 
     Calls: none when a branch or the head is already wrong; else one compare, plus one read
@@ -146,13 +133,13 @@ def _approved_paths(identity: ChangeIdentity) -> list[str]:
     return [f.path for f in identity.files]
 
 
-def _policy(ctx: Ctx, comparison: Comparison) -> list[str]:
+def _policy(ctx: StepContext, comparison: Comparison) -> list[str]:
     """The path policy again, on what the MR changes now (protected and allowed paths)."""
     allowed = ctx.services.settings.allowed_paths
     return [f"{r.path} {r.reason}" for r in refused_paths(comparison.paths, allowed=allowed)]
 
 
-def stop_changed(ctx: Ctx, verdict: Verdict) -> bool:
+def stop_changed(ctx: StepContext, verdict: Verdict) -> bool:
     """Stops the change: HANDLE_FAILED "changed after approval"; the outbox unapproves."""
     detail = "changed after approval: " + "; ".join(verdict.reasons)
     if len(detail) > DETAIL_LIMIT:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bot.app.steps import Ctx
+from bot.app.steps import StepContext
 from bot.app.steps.common import advance
 from bot.core.events import Event
 from bot.core.path_policy import describe, refused_paths
@@ -13,7 +13,7 @@ from bot.gitlab import Project
 from bot.gitlab.ci_includes import local_includes
 
 
-def check_paths(ctx: Ctx, project: Project, paths: Sequence[str]) -> bool:
+def check_paths(ctx: StepContext, project: Project, paths: Sequence[str]) -> bool:
     """True when the policy allows every path; else the change stops (PATH_REFUSED) naming them.
 
     The static rules were checked when the request came in; this adds the files the project's

@@ -1,0 +1,168 @@
+"""The workflow steps' decisions as pure functions: facts already read (the operation, the MR,
+a merge or rebase result, the integrity verdict) in, a StepDecision out; no I/O, no clock.
+
+The step modules (creation.py, handling.py) read GitLab, call these, and hand the decision to
+perform.py.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, assert_never
+
+from bot.app.steps.decisions import (
+    Advance,
+    Approve,
+    Later,
+    Merge,
+    Poll,
+    Restart,
+    StepDecision,
+    StopChanged,
+    Verdict,
+)
+from bot.core.events import Event
+from bot.core.states import Step
+from bot.gitlab.approve import ApproveOutcome, ApproveResult
+from bot.gitlab.merge import MergeOutcome, MergeResult, RebaseState, RebaseStatus
+from bot.gitlab.views import MrView
+
+if TYPE_CHECKING:
+    from bot.store.operations import OperationRow
+
+#: Times the head may move or approvals reset under one operation before it stops.
+MAX_RESTARTS = 5
+#: Head pipeline statuses that fail the change's checks.
+FAILED_PIPELINE = frozenset({"failed", "canceled", "skipped"})
+
+
+def decide_pipeline(mr: MrView) -> StepDecision:
+    """The MR's head pipeline, as just read: passed, failed, closed MR, or look again."""
+    if mr.state == "closed":
+        return Advance(Event.MR_CLOSED)
+    status = mr.head_pipeline_status
+    if status == "success":
+        return Advance(Event.PIPELINE_PASSED, {"head_sha": mr.sha})
+    if status in FAILED_PIPELINE:
+        return Advance(
+            Event.PIPELINE_FAILED,
+            {"head_sha": mr.sha, "error_detail": f"MR pipeline {mr.head_pipeline_id} {status}"},
+        )
+    return Poll("pipeline")
+
+
+def decide_finished(mr: MrView) -> StepDecision | None:
+    """A merged or closed MR ends handling; None when it is open (check it, then act)."""
+    if mr.state == "merged":
+        return Advance(Event.MERGED, {"merge_commit_sha": mr.merged_sha})
+    if mr.state == "closed":
+        return Advance(Event.MR_CLOSED)
+    return None
+
+
+def decide_handle(op: OperationRow, mr: MrView, verdict: Verdict) -> StepDecision:
+    """The open MR checked against the approved change: stop, approve the checked head (a new
+    head starts its approvals afresh), or -- approved on that head -- merge it."""
+    if not verdict.ok:
+        return StopChanged(verdict)
+    sha = verdict.head
+    progress: dict[str, Any] = dict(op.progress)
+    if op.step is Step.HANDLE_APPROVED and progress.get("sha") == sha:
+        return Merge(sha, mr, progress)
+    if progress.get("sha") != sha:  # a new head needs new approvals
+        progress = {
+            "sha": sha,
+            "approved": [],
+            "tries": {},
+            "restarts": int(progress.get("restarts", 0)),
+        }
+    return Approve(sha, progress)
+
+
+def decide_approve(
+    op: OperationRow, account: str, result: ApproveResult, progress: dict[str, Any]
+) -> StepDecision | None:
+    """One approval bot's approve attempt; None when its approval is in place (go on)."""
+    match result.outcome:
+        case ApproveOutcome.APPROVED | ApproveOutcome.ALREADY:
+            return None
+        case ApproveOutcome.RETRY:
+            return Later(result.retry_in or 1.0, progress)
+        case ApproveOutcome.HEAD_MOVED:
+            return decide_restart(op, progress, "the head moved while approving")
+        case ApproveOutcome.FAILED:
+            return Advance(
+                Event.APPROVE_ERROR, {"error_detail": f"{account}: {result.reason}"[:500]}
+            )
+        case _:
+            assert_never(result.outcome)
+
+
+def decide_merge(
+    op: OperationRow, result: MergeResult, sha: str, progress: dict[str, Any]
+) -> StepDecision:
+    """What a merge pinned to `sha` came to, to its state."""
+    match result.outcome:
+        case MergeOutcome.MERGED:
+            return Advance(Event.MERGED, {"merge_commit_sha": result.merge_commit_sha})
+        case MergeOutcome.REBASE_STARTED:
+            return Advance(Event.REBASE_STARTED, {"progress": {**progress, "rebase_from": sha}})
+        case MergeOutcome.REBASE_CONFLICT:
+            return Advance(Event.REBASE_CONFLICT, {"error_detail": result.detail})
+        case MergeOutcome.BLOCKED:
+            return Advance(
+                Event.MERGE_ERROR, {"error_detail": f"GitLab refuses to merge: {result.detail}"}
+            )
+        case MergeOutcome.WAIT:
+            return Poll("pipeline")
+        case MergeOutcome.NOT_APPROVED | MergeOutcome.HEAD_MOVED:
+            return decide_restart(op, progress, f"merge said {result.outcome.value}")
+        case _:
+            assert_never(result.outcome)
+
+
+def decide_restart(op: OperationRow, progress: dict[str, Any], why: str) -> StepDecision:
+    """Approving starts again on the current head, at most MAX_RESTARTS times; then MERGE_ERROR."""
+    restarts = int(progress.get("restarts", 0)) + 1
+    if restarts > MAX_RESTARTS:
+        return Advance(Event.MERGE_ERROR, {"error_detail": f"{why}, {MAX_RESTARTS} times"})
+    return Restart(why, {"restarts": restarts}, by_event=op.step is Step.HANDLE_APPROVED)
+
+
+def needs_recheck(op: OperationRow, mr: MrView) -> bool:
+    """True when the rebased head is not the one verified: check it against the approval."""
+    return mr.sha != op.verified_sha
+
+
+def decide_rebase(
+    status: RebaseStatus, mr: MrView | None = None, verdict: Verdict | None = None
+) -> StepDecision:
+    """GitLab's rebase, then the pipeline on the new head. `mr`: read once the rebase is done;
+    `verdict`: the new head checked against the approval (None when it was verified before)."""
+    match status.state:
+        case RebaseState.FAILED:
+            return Advance(
+                Event.REBASE_CONFLICT, {"error_detail": status.merge_error or "conflict"}
+            )
+        case RebaseState.IN_PROGRESS:
+            return Poll("rebase")
+        case RebaseState.DONE:
+            if mr is None:
+                raise ValueError("a finished rebase is decided on the MR read after it")
+        case _:
+            assert_never(status.state)
+    # a rebase moves the base, not the change: the new head must still be the approved change,
+    # or nothing more is approved or merged
+    if verdict is not None and not verdict.ok:
+        return StopChanged(verdict)
+    if mr.head_pipeline_status == "success":
+        return Advance(Event.PIPELINE_PASSED, {"head_sha": mr.sha, "progress": {}})
+    if mr.head_pipeline_status in FAILED_PIPELINE:
+        return Advance(
+            Event.PIPELINE_FAILED,
+            {
+                "head_sha": mr.sha,
+                "error_detail": f"MR pipeline {mr.head_pipeline_id} "
+                f"{mr.head_pipeline_status} after the rebase",
+            },
+        )
+    return Poll("rebase")

@@ -6,30 +6,20 @@ Synchronous validation only; the work itself is done by the `jobs.drive.drive` j
 from __future__ import annotations
 
 import hmac
-import logging
 from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 
 from bot.app import operator
-from bot.app.events.overload import QUEUE_FULL, queue_full
 from bot.app.operator import Refusal
+from bot.app.submit import SubmitRefusal, SubmitRefused, submit_change
 from bot.core.events import Event, Source
 from bot.core.managed import is_managed
-from bot.core.request import TransitionRequest
-from bot.core.states import BindingState, Flow, Step
-from bot.errors import Conflict, IllegalTransition, InProgress, NotOwner
-from bot.queueing import DRIVE_JOB, QueueUnavailable
+from bot.core.states import BindingState, Flow
 from bot.services import Services
-from bot.store.fire import fire, with_conflict_retry
 from bot.store.flags import get_flag
-from bot.store.queries import (
-    IdempotentHit,
-    list_by_state,
-    operation_by_idempotency_key,
-    operation_view,
-)
-from bot.store.submit import NewRequest, submit
+from bot.store.queries import list_by_state, operation_view
+from bot.store.submit import NewRequest
 from webhooks.api_body import (
     DEFAULT_LIST_LIMIT,
     LIMIT_PATTERN,
@@ -44,8 +34,6 @@ from webhooks.api_body import (
     validate_change,
 )
 from webhooks.context import services_of
-
-log = logging.getLogger(__name__)
 
 bp = Blueprint("api", __name__, url_prefix="/api/v1")
 
@@ -102,9 +90,6 @@ def create_change() -> tuple[Response, int]:
             f"the bot does not manage {change.project}; it is not listed in GITOPS_PROJECTS",
             project=change.project,
         )
-    digest = request_hash(body)
-    if key is not None and (hit := operation_by_idempotency_key(services.engine, key)):
-        return _replay(services, hit, digest, change.requested_by)
     new = NewRequest(
         subject_id=change.subject_id,
         target_key=change.target_key,
@@ -116,36 +101,30 @@ def create_change() -> tuple[Response, int]:
         description=change.description,
         files=change.files,
         idempotency_key=key,
-        request_hash=digest,
+        request_hash=request_hash(body),
     )
-    overloaded = _overloaded(services)
-    actor = new.requested_by
     try:
-        result = with_conflict_retry(
-            lambda: submit(services.engine, new, source=Source.API, actor=actor)
-        )
-    except (InProgress, Conflict) as exc:
-        # two requests with one key at once: the loser finds the winner's operation
-        if key is not None and (hit := operation_by_idempotency_key(services.engine, key)):
-            return _replay(services, hit, digest, actor)
-        if isinstance(exc, InProgress):
-            raise ApiError(
-                409,
-                "in_progress",
-                f"a request for {new.subject_id} -> {new.target_key} is in progress",
-                operation_id=exc.args[0],
-            ) from None
-        raise ApiError(
-            409, "conflict", "the subject and target changed meanwhile; try again"
-        ) from None
-    except IllegalTransition as exc:
-        raise ApiError(409, "illegal_transition", str(exc)) from None
-    op_id = result.operation_id
-    log.info("change accepted", extra={"operation_id": op_id, "subject_id": new.subject_id})
-    if overloaded and _fail_overloaded(services, op_id, actor):
-        raise _overload_error(op_id)
-    _enqueue_drive(services, op_id)
-    return _accepted(services, op_id)
+        accepted = submit_change(services, new, source=Source.API, actor=change.requested_by)
+    except SubmitRefused as refused:
+        raise _submit_error(refused) from None
+    return _accepted(services, accepted.operation_id)
+
+
+def _submit_error(refused: SubmitRefused) -> ApiError:
+    """How the API answers each refusal of a submission."""
+    match refused.kind:
+        case SubmitRefusal.KEY_REUSED:
+            return ApiError(
+                422, "idempotency_key_reused", refused.message, operation_id=refused.operation_id
+            )
+        case SubmitRefusal.IN_PROGRESS:
+            return ApiError(409, "in_progress", refused.message, operation_id=refused.operation_id)
+        case SubmitRefusal.CONFLICT:
+            return ApiError(409, "conflict", refused.message)
+        case SubmitRefusal.ILLEGAL:
+            return ApiError(409, "illegal_transition", refused.message)
+        case SubmitRefusal.OVERLOADED:
+            return ApiError(503, "overloaded", refused.message, operation_id=refused.operation_id)
 
 
 def _accepted(services: Services, operation_id: str) -> tuple[Response, int]:
@@ -153,83 +132,6 @@ def _accepted(services: Services, operation_id: str) -> tuple[Response, int]:
     response = jsonify(operation_id=operation_id, status_url=status_url)
     response.headers["Location"] = status_url
     return response, 202
-
-
-def _replay(
-    services: Services, hit: IdempotentHit, digest: str, actor: str
-) -> tuple[Response, int]:
-    """A repeated idempotency key: the first answer again, or 422 when the body differs.
-
-    A request refused as overloaded is the exception: its client was told to try again, so
-    the repeat retries the recorded operation once the queue has room.
-    """
-    if hit.request_hash != digest:
-        raise ApiError(
-            422,
-            "idempotency_key_reused",
-            "this Idempotency-Key was used for a different request",
-            operation_id=hit.operation_id,
-        )
-    view = operation_view(services.engine, hit.operation_id, with_history=False)
-    if (
-        view is not None
-        and view.owns_binding
-        and view.phase is BindingState.CREATE_FAILED
-        and view.step is Step.CREATE_OVERLOADED
-    ):
-        if _overloaded(services):
-            raise _overload_error(hit.operation_id)
-        try:
-            with_conflict_retry(
-                lambda: fire(
-                    services.engine,
-                    TransitionRequest(
-                        hit.operation_id, Event.RETRY, source=Source.API, actor=actor
-                    ),
-                )
-            )
-        except (Conflict, IllegalTransition, NotOwner):
-            # someone (an operator, the other copy of this request) moved it first: it goes on
-            log.info("overloaded operation already moved", extra={"operation_id": hit.operation_id})
-        _enqueue_drive(services, hit.operation_id)
-    return _accepted(services, hit.operation_id)
-
-
-def _overload_error(operation_id: str) -> ApiError:
-    return ApiError(
-        503,
-        "overloaded",
-        f"{QUEUE_FULL}; the request was recorded as failed, retry later",
-        operation_id=operation_id,
-    )
-
-
-def _overloaded(services: Services) -> bool:
-    """The queue is at its bound (read per request); an unreachable queue does not count."""
-    return queue_full(services.engine, services.queue)
-
-
-def _fail_overloaded(services: Services, operation_id: str, actor: str) -> bool:
-    """Writes the explicit overload failure; False if the operation moved first (it goes on)."""
-    try:
-        with_conflict_retry(
-            lambda: fire(
-                services.engine,
-                TransitionRequest(operation_id, Event.OVERLOADED, source=Source.API, actor=actor),
-            )
-        )
-    except (Conflict, IllegalTransition, NotOwner):
-        log.warning("could not mark overloaded", extra={"operation_id": operation_id})
-        return False
-    return True
-
-
-def _enqueue_drive(services: Services, operation_id: str) -> None:
-    try:
-        services.queue.enqueue(DRIVE_JOB, operation_id, job_id=f"drive:{operation_id}")
-    except QueueUnavailable:
-        # the operation is in the database; the periodic sweep drives it from there
-        log.warning("queue unavailable; left to the sweep", extra={"operation_id": operation_id})
 
 
 # -- reading and operator actions -----------------------------------------------------------------

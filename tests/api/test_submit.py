@@ -360,18 +360,18 @@ def test_bad_idempotency_key_is_422(api: Api, key: str) -> None:
 
 def test_key_race_loser_finds_the_winner(api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
     """When the first look-up misses a twin that commits meanwhile, the answer is still its 202."""
-    import webhooks.api
+    import bot.app.submit
 
     body = change_body()
     first = api.submit(body, headers={"Idempotency-Key": "k-race"}).json
-    real = webhooks.api.operation_by_idempotency_key
+    real = bot.app.submit.operation_by_idempotency_key
     calls: list[str] = []
 
     def late(engine: Engine, key: str) -> Any:
         calls.append(key)
         return None if len(calls) == 1 else real(engine, key)
 
-    monkeypatch.setattr(webhooks.api, "operation_by_idempotency_key", late)
+    monkeypatch.setattr(bot.app.submit, "operation_by_idempotency_key", late)
     second = api.submit(body, headers={"Idempotency-Key": "k-race"})
     assert second.status_code == 202
     assert second.json == first

@@ -118,7 +118,7 @@ def test_work_due_together_runs_in_time_order_and_failures_can_be_chosen(
     clock.advance(1000)
     assert double.run_due() == 2
     assert pipeline_hooks(double) == [(ids[0], "failed"), (ids[1], "failed")]
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="cannot finish"):
         double.pipeline_result = "running"
 
 

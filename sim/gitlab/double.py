@@ -12,11 +12,11 @@ from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from . import server
+from . import server, timing
 from .app import DoubleApp, HungCall
 from .deliveries import WebhookMixin
 from .faults import Call, FaultPlan, FaultRule, FaultStatus, select
-from .model import MergeRequest, Project, User
+from .model import PIPELINE_STATUSES, RUNNING_STATUSES, MergeRequest, Project, User
 from .seeding import ProjectRef
 from .state import State
 
@@ -85,6 +85,54 @@ class GitLabDouble(WebhookMixin):
     @rebase_auto_after.setter
     def rebase_auto_after(self, value: int | None) -> None:
         self.state.rebase_auto_after = value
+
+    @property
+    def pipeline_seconds(self) -> float | None:
+        """Seconds of the double's clock a running MR pipeline takes before it finishes by
+        itself, in `pipeline_result`, with its Pipeline Hook (None: only when told); see
+        `run_due`."""
+        return self.state.pipeline_seconds
+
+    @pipeline_seconds.setter
+    def pipeline_seconds(self, value: float | None) -> None:
+        if value is not None and value < 0:
+            raise ValueError("pipeline_seconds is None or at least 0")
+        self.state.pipeline_seconds = value
+
+    @property
+    def pipeline_result(self) -> str:
+        """The status a timed pipeline finishes in ("success"; "failed" to fail them all)."""
+        return self.state.pipeline_result
+
+    @pipeline_result.setter
+    def pipeline_result(self, value: str) -> None:
+        if value in RUNNING_STATUSES or value not in PIPELINE_STATUSES:
+            raise ValueError(f"a pipeline cannot finish as {value!r}")
+        self.state.pipeline_result = value
+
+    @property
+    def rebase_seconds(self) -> float | None:
+        """Seconds of the double's clock a queued rebase takes before it completes by itself
+        (None: only when told or after `rebase_auto_after` reads); see `run_due`."""
+        return self.state.rebase_seconds
+
+    @rebase_seconds.setter
+    def rebase_seconds(self, value: float | None) -> None:
+        if value is not None and value < 0:
+            raise ValueError("rebase_seconds is None or at least 0")
+        self.state.rebase_seconds = value
+
+    def next_due(self) -> datetime | None:
+        """When the next timed pipeline or rebase falls due on the double's clock (None:
+        nothing timed is running)."""
+        with self.lock:
+            return timing.next_due(self.state)
+
+    def run_due(self) -> int:
+        """Finishes, in time order, every timed pipeline and rebase due by the double's clock
+        (their webhooks queued as GitLab would send them); how many finished."""
+        with self.lock:
+            return timing.run_due(self.state)
 
     @property
     def hang_seconds(self) -> float:

@@ -175,6 +175,7 @@ class MergeRequest:
     merge_error: str | None = None
     rebase_in_progress: bool = False
     rebase_reads: int = 0
+    rebase_started_at: datetime | None = None
     rebase_outcome: bool | None = None
     rebase_failed: bool = False
     forced_status: str | None = None

@@ -247,6 +247,7 @@ def start_rebase(state: State, project: Project, mr: MergeRequest, actor: User) 
         raise ApiError(409, "Rebase in progress")
     mr.rebase_in_progress = True
     mr.rebase_reads = 0
+    mr.rebase_started_at = state.clock()
     mr.merge_error = None
 
 

@@ -38,6 +38,12 @@ class State:
         self.edition = "premium"
         self.new_pipeline_status = "running"
         self.rebase_auto_after: int | None = None
+        #: seconds a running MR pipeline takes before it finishes by itself (None: never)
+        self.pipeline_seconds: float | None = None
+        #: the status such a pipeline finishes in
+        self.pipeline_result = "success"
+        #: seconds a queued rebase takes before it completes by itself (None: never)
+        self.rebase_seconds: float | None = None
         self.users: dict[int, User] = {}
         self.projects: dict[int, Project] = {}
         self.commits: dict[str, Commit] = {}

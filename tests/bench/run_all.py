@@ -25,7 +25,14 @@ from pathlib import Path
 from redis import Redis
 from sqlalchemy import text
 
-from tests.bench import bench_calls, bench_fire, bench_ingress, bench_latency, bench_workflow
+from tests.bench import (
+    bench_calls,
+    bench_fire,
+    bench_ingress,
+    bench_latency,
+    bench_queue,
+    bench_workflow,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -149,6 +156,10 @@ def main() -> None:
     lat = bench_latency.measure(args.url, args.redis, events=50 if args.quick else 200)
     print("calls ...", file=sys.stderr)
     calls = bench_calls.measure(changes=10 if args.quick else 50)
+    print("queue ...", file=sys.stderr)
+    queue = bench_queue.measure(
+        bench_queue.QUICK_SIZES if args.quick else bench_queue.SIZES, progress=True
+    )
     print("workflow ...", file=sys.stderr)
     flow = bench_workflow.measure(
         args.url,
@@ -263,12 +274,16 @@ def main() -> None:
         *machine(args.url, args.redis),
         "",
     ]
-    if missed:
+    queue_missed = bench_queue.missed(queue)
+    if missed or queue_missed:
         lines += ["## Missed targets", ""]
         for f in missed:
             lines += [
                 f"- **{f.name}**: {f.value} (reference {f.reference}; target {f.target}; {f.note})"
             ]
+        lines += [f"- **Merge queue (issue 14)**, {line}" for line in queue_missed]
+        lines += [] if missed else [""]
+    if missed:
         sampled = ing.get("profile")
         lines += [
             "",
@@ -317,6 +332,7 @@ def main() -> None:
         lines += [
             f"- {key.removeprefix('kinds_')}: " + ", ".join(f"{n}x `{k}`" for k, n in table.items())
         ]
+    lines += ["", *bench_queue.section(queue)]
     Path(args.out).write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -105,6 +105,9 @@ class Settings:
     step_timeout: int = 600
     #: a check pipeline past this is reported pending ("you can keep waiting")
     pipeline_timeout: int = 3600
+    #: a merged change without a deploy signal past this is reported pending ("deploy
+    #: unconfirmed", step DEPLOY_PENDING); a late signal or reconciliation still validates it
+    deploy_timeout: int = 3600
     reconcile_interval: int = 60
     reconcile_min_age: int = 120
     reconcile_max_age: int = 86400
@@ -153,6 +156,7 @@ class Settings:
             outbox_interval=_positive_int(env, "GITOPS_OUTBOX_INTERVAL", cls.outbox_interval),
             step_timeout=_positive_int(env, "GITOPS_STEP_TIMEOUT", cls.step_timeout),
             pipeline_timeout=_positive_int(env, "GITOPS_PIPELINE_TIMEOUT", cls.pipeline_timeout),
+            deploy_timeout=_positive_int(env, "GITOPS_DEPLOY_TIMEOUT", cls.deploy_timeout),
             reconcile_interval=_positive_int(
                 env, "GITOPS_RECONCILE_INTERVAL", cls.reconcile_interval
             ),

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import and_, or_, select, update
 from sqlalchemy.engine import Engine
 
-from bot.core.states import WAITS, WaitKind
+from bot.core.states import WAITS, BindingState, Step, WaitKind
 from bot.store.models import BINDINGS, OPERATIONS
 
 #: States whose operations a running step is responsible for (re-driven past the deadline).
@@ -64,3 +64,34 @@ def rearm(engine: Engine, operation_ids: Sequence[str], now: datetime, step_time
                 deadline_at=now + timedelta(seconds=step_timeout),
             )
         )
+
+
+def deploy_overdue(
+    engine: Engine, now: datetime, deploy_timeout: int, limit: int = BATCH
+) -> list[tuple[str, int]]:
+    """(operation id, version) of merged operations still waiting for the deployment's word
+    (step HANDLE_MERGED) past their deadline, in one query.
+
+    Entering MERGED sets the deadline (GITOPS_DEPLOY_TIMEOUT); one without a deadline counts
+    once it has not moved for that long. DEPLOY_PENDING (what the sweep makes of them) and a
+    failed deployment (CALLBACK_DEPLOY_FAILED) are other steps, so neither is found again.
+    """
+    query = (
+        select(OPERATIONS.c.id, OPERATIONS.c.version)
+        .join(BINDINGS, BINDINGS.c.operation_id == OPERATIONS.c.id)
+        .where(
+            BINDINGS.c.state == BindingState.MERGED.value,
+            OPERATIONS.c.step == Step.HANDLE_MERGED.value,
+            or_(
+                OPERATIONS.c.deadline_at < now,
+                and_(
+                    OPERATIONS.c.deadline_at.is_(None),
+                    OPERATIONS.c.updated_at < now - timedelta(seconds=deploy_timeout),
+                ),
+            ),
+        )
+        .order_by(OPERATIONS.c.deadline_at)
+        .limit(limit)
+    )
+    with engine.connect() as conn:
+        return [(r.id, int(r.version)) for r in conn.execute(query)]

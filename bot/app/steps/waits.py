@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from bot.approval.backoff import backoff
+from bot.config import Settings
 from bot.core.next_step import poll_interval
 from bot.queueing import DRIVE_JOB, QueueUnavailable
 from bot.services import Services
@@ -55,6 +56,12 @@ def drive_in(
         log.warning(
             "queue down: the sweep re-drives at the deadline", extra={"operation_id": op.id}
         )
+
+
+def deploy_deadline(settings: Settings, now: datetime) -> dict[str, Any]:
+    """What entering MERGED sets besides the state: the deadline of the wait for the deployment's
+    word (GITOPS_DEPLOY_TIMEOUT); past it the sweep reports the change pending (DEPLOY_PENDING)."""
+    return {"deadline_at": now + timedelta(seconds=settings.deploy_timeout)}
 
 
 def new_wait(op: OperationRow) -> bool:

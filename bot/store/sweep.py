@@ -29,7 +29,9 @@ def overdue(
     """(operation id, state, attempts) of operations past their deadline, in one query.
 
     An operation with no deadline counts as overdue once it has not moved for a step timeout,
-    unless it is pending on purpose (steps 105xx) or waits for people or the deployment.
+    unless it is pending on purpose (steps 105xx) or waits for people or the deployment. One
+    whose step lease has expired without being released (its worker was killed mid-step: a
+    live step renews its lease) is overdue whatever its deadline says.
     """
     stale_since = now - timedelta(seconds=step_timeout)
     query = (
@@ -44,6 +46,7 @@ def overdue(
                     OPERATIONS.c.updated_at < stale_since,
                     OPERATIONS.c.step < 10500,
                 ),
+                and_(OPERATIONS.c.lease_owner.is_not(None), OPERATIONS.c.lease_until < now),
             ),
         )
         .order_by(OPERATIONS.c.deadline_at)

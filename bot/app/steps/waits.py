@@ -10,6 +10,7 @@ from typing import Any
 from bot.approval.backoff import backoff
 from bot.config import Settings
 from bot.core.next_step import poll_interval
+from bot.heartbeat import beat
 from bot.queueing import DRIVE_JOB, QueueUnavailable
 from bot.services import Services
 from bot.store.flags import get_flag
@@ -41,6 +42,7 @@ def drive_in(
     `pinned`: the job carries the operation's version, so it does nothing if an event moved the
     operation meanwhile (a late poll after the webhook changes nothing).
     """
+    beat()  # a step that lost its lease stops here (LeaseLost) instead of rescheduling
     fields: dict[str, Any] = {
         "deadline_at": now + timedelta(seconds=seconds + services.settings.step_timeout)
     }

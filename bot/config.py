@@ -103,8 +103,15 @@ class Settings:
     outbox_interval: int = 5
     #: a running step (not a wait on people) past this is re-driven
     step_timeout: int = 600
+    #: seconds of the lease a running step holds on its operation (at most step_timeout): the
+    #: step renews it when a third has passed, before each GitLab or approval call and between
+    #: steps; a worker killed mid-step leaves it to expire, and the next sweep re-drives the step
+    step_lease: int = 30
     #: a check pipeline past this is reported pending ("you can keep waiting")
     pipeline_timeout: int = 3600
+    #: a merged change without a deploy signal past this is reported pending ("deploy
+    #: unconfirmed", step DEPLOY_PENDING); a late signal or reconciliation still validates it
+    deploy_timeout: int = 3600
     reconcile_interval: int = 60
     reconcile_min_age: int = 120
     reconcile_max_age: int = 86400
@@ -119,6 +126,11 @@ class Settings:
     body_timeout: int = 10
 
     @property
+    def lease_seconds(self) -> int:
+        """The lease a running step takes: GITOPS_STEP_LEASE, never longer than a step timeout."""
+        return min(self.step_lease, self.step_timeout)
+
+    @property
     def embedded(self) -> bool:
         """True when running with no servers: SQLite and the in-process queue."""
         return self.database_url.startswith("sqlite") and self.redis_url is None
@@ -131,13 +143,21 @@ class Settings:
         body_timeout = _int(env, "GITOPS_BODY_TIMEOUT", cls.body_timeout)
         if body_timeout < 1:
             raise ValueError(f"GITOPS_BODY_TIMEOUT must be at least 1 second, got {body_timeout}")
+        gitlab_timeout = _positive_seconds(env, "GITOPS_GITLAB_TIMEOUT", cls.gitlab_timeout)
+        step_lease = _positive_int(env, "GITOPS_STEP_LEASE", cls.step_lease)
+        if gitlab_timeout * 3 > step_lease * 2:
+            # a beat leaves at least two thirds of the lease: one call must fit in it
+            raise ValueError(
+                f"GITOPS_GITLAB_TIMEOUT ({gitlab_timeout:g}) must be at most two thirds of "
+                f"GITOPS_STEP_LEASE ({step_lease}), so a running step renews its lease in time"
+            )
         return cls(
             database_url=normalise_database_url(database_url),
             redis_url=env.get("GITOPS_REDIS_URL", "").strip() or None,
             gitlab_url=env.get("GITOPS_GITLAB_URL", cls.gitlab_url).rstrip("/"),
             gitlab_token=env.get("GITOPS_GITLAB_TOKEN", ""),
             approver_tokens=_csv(env.get("GITOPS_APPROVER_TOKENS")),
-            gitlab_timeout=_positive_seconds(env, "GITOPS_GITLAB_TIMEOUT", cls.gitlab_timeout),
+            gitlab_timeout=gitlab_timeout,
             webhook_secret=env.get("GITOPS_WEBHOOK_SECRET", ""),
             approval_url=env.get("GITOPS_APPROVAL_URL", "").rstrip("/"),
             approval_secret=env.get("GITOPS_APPROVAL_SECRET", ""),
@@ -152,7 +172,9 @@ class Settings:
             sweep_interval=_positive_int(env, "GITOPS_SWEEP_INTERVAL", cls.sweep_interval),
             outbox_interval=_positive_int(env, "GITOPS_OUTBOX_INTERVAL", cls.outbox_interval),
             step_timeout=_positive_int(env, "GITOPS_STEP_TIMEOUT", cls.step_timeout),
+            step_lease=step_lease,
             pipeline_timeout=_positive_int(env, "GITOPS_PIPELINE_TIMEOUT", cls.pipeline_timeout),
+            deploy_timeout=_positive_int(env, "GITOPS_DEPLOY_TIMEOUT", cls.deploy_timeout),
             reconcile_interval=_positive_int(
                 env, "GITOPS_RECONCILE_INTERVAL", cls.reconcile_interval
             ),

@@ -33,3 +33,7 @@ class NotOwner(GitopsError):
 
 class InProgress(GitopsError):
     """A request for this subject and target is in progress (its operation id: .args[0])."""
+
+
+class LeaseLost(GitopsError):
+    """A running step's lease on its operation was taken by another worker: stop, write nothing."""

@@ -24,8 +24,10 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from bot.app.steps.waits import deploy_deadline
 from bot.core.events import Event, Source
 from bot.core.request import TransitionRequest
+from bot.core.states import BindingState
 from bot.core.table import TABLE
 from bot.errors import Conflict, IllegalTransition, NotOwner, UnknownOperation
 from bot.queueing import DRIVE_JOB, QueueUnavailable
@@ -33,6 +35,7 @@ from bot.render.status import load_status
 from bot.services import Services
 from bot.store.fire import TransitionMade, fire, fire_in, with_conflict_retry
 from bot.store.models import utcnow
+from bot.store.operations import touch
 from bot.store.sweep import PEOPLE_STATES, STEP_STATES
 from bot.store.tx import Tx
 
@@ -185,6 +188,10 @@ def move(
         result = with_conflict_retry(lambda: fire(services.engine, asked))
     except (UnknownOperation, NotOwner, IllegalTransition, Conflict) as exc:
         raise _refused(services, operation_id, event, exc) from None
+    if result.new_state is BindingState.MERGED:
+        # a retry of a merged change waits for the deployment's word afresh (the sweep finds
+        # it by its step, so a DEPLOY_PENDING it may have reached meanwhile stays as it is)
+        touch(services.engine, operation_id, **deploy_deadline(services.settings, when))
     return OperatorMove(result, _follow_up(services, result, queue_reaches_bot))
 
 

@@ -1,10 +1,12 @@
 """The sweep: whatever was lost (a killed worker, a flushed Redis) is found again in the database.
 
 One run: operations past their deadline are re-driven (steps are idempotent) or, past the retry
-budget, failed explicitly; deliveries stored but never processed are enqueued again (those whose
-GITOPS_INBOX_MAX_ATTEMPTS attempts are spent are quarantined instead); deliveries
-kept in Redis while the database was down are moved in; the outbox is dispatched if anything is
-due. A constant number of queries, whatever the number of rows.
+budget, failed explicitly; merged changes without the deployment's word past GITOPS_DEPLOY_TIMEOUT
+are reported pending (DEPLOY_PENDING, once); deliveries stored but never processed are enqueued
+again (those whose GITOPS_INBOX_MAX_ATTEMPTS attempts are spent are quarantined instead);
+deliveries kept in Redis while the database was down are moved in; the outbox is dispatched if
+anything is due. A constant number of queries, whatever the number of rows, but one fire() per
+operation that moves.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from bot.services import Services
 from bot.store.fire import fire
 from bot.store.flags import get_flag
 from bot.store.outbox import due_count
-from bot.store.sweep import PEOPLE_STATES, overdue, rearm
+from bot.store.sweep import PEOPLE_STATES, deploy_overdue, overdue, rearm
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +44,8 @@ class SweepReport:
 
     redriven: list[str] = field(default_factory=list)
     expired: list[str] = field(default_factory=list)
+    #: merged changes reported "deploy unconfirmed" (DEPLOY_PENDING) by this run
+    deploy_pending: list[str] = field(default_factory=list)
     inbox: int = 0
     fallback: int = 0
     outbox_due: int = 0
@@ -81,12 +85,41 @@ def run_sweep(services: Services, now: datetime) -> SweepReport:
             SWEPT.labels("expired").inc()
         except (IllegalTransition, Conflict, NotOwner) as exc:
             log.info("sweep could not expire: %s", exc, extra={"operation_id": op_id})
+    report.deploy_pending = _deploy_timed_out(services, now)
     report.inbox = _requeue_inbox(services, now)
     report.fallback = _drain_fallback(services)
     report.outbox_due = due_count(engine, now)
     if report.outbox_due:
         _enqueue(services, OUTBOX_JOB, job_id="outbox-dispatch")
     return report
+
+
+def _deploy_timed_out(services: Services, now: datetime) -> list[str]:
+    """Merged changes past the deploy deadline become DEPLOY_PENDING: pending, not failed; the
+    deployment's word or reconciliation still validates them. The deadline is cleared, so each
+    is reported once; pinned to the version read, so a signal that came meanwhile wins."""
+    timeout = services.settings.deploy_timeout
+    moved: list[str] = []
+    for op_id, version in deploy_overdue(services.engine, now, timeout):
+        try:
+            fire(
+                services.engine,
+                TransitionRequest(
+                    op_id,
+                    Event.DEPLOY_TIMED_OUT,
+                    expected_version=version,
+                    source=Source.SWEEP,
+                    actor="sweep",
+                    changes={"deadline_at": None},
+                    detail=f"no deploy signal within {timeout} s of the merge",
+                ),
+            )
+        except (IllegalTransition, Conflict, NotOwner) as exc:
+            log.info("sweep could not time out: %s", exc, extra={"operation_id": op_id})
+            continue
+        moved.append(op_id)
+    SWEPT.labels("deploy_pending").inc(len(moved))
+    return moved
 
 
 def _enqueue(services: Services, func_name: str, *args: object, job_id: str) -> None:

@@ -29,6 +29,7 @@ from bot.approval.errors import (
     ApprovalUnavailable,
 )
 from bot.approval.request import ApprovalRequest
+from bot.heartbeat import beat
 
 log = logging.getLogger(__name__)
 
@@ -145,6 +146,7 @@ class ApprovalClient:
                 f"approval system not configured: cannot {call} (GITOPS_APPROVAL_URL is unset)"
             )
         write = method != "GET"
+        beat()  # the running step's lease is renewed (or found lost) before the call
         try:
             response = self._session.request(
                 method,

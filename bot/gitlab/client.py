@@ -19,6 +19,7 @@ from gitlab._backends.requests_backend import RequestsBackend, RequestsResponse
 from bot.config import Settings
 from bot.gitlab.calls import get_json
 from bot.gitlab.errors import GitLabUnavailable, RateLimited, parse_retry_after, register_secret
+from bot.heartbeat import beat
 
 #: Seconds each GitLab call may take (connect and each read); a slower answer is a timeout.
 #: The accounts take theirs from the settings (GITOPS_GITLAB_TIMEOUT), whose default this is.
@@ -29,7 +30,11 @@ class NoWaitBackend(RequestsBackend):
     """python-gitlab's requests transport, except that 429 raises at once instead of sleeping."""
 
     def http_request(self, *args: Any, **kwargs: Any) -> RequestsResponse:
-        """Sends the request; a 429 becomes `RateLimited` carrying Retry-After (or None)."""
+        """Sends the request; a 429 becomes `RateLimited` carrying Retry-After (or None).
+
+        Every GitLab call passes here, so the running step's heartbeat renews its lease here
+        first (and stops the step with LeaseLost when another worker holds it now)."""
+        beat()
         result = super().http_request(*args, **kwargs)
         if result.status_code == 429:
             response = result.response

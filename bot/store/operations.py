@@ -164,3 +164,18 @@ def release_lease(engine: Engine, operation_id: str, token: str) -> None:
     )
     with engine.begin() as conn:
         conn.execute(stmt)
+
+
+def renew_lease(
+    engine: Engine, operation_id: str, token: str, seconds: float, now: datetime | None = None
+) -> bool:
+    """Pushes the lease on to now + `seconds` if this token still holds it (one UPDATE); False
+    when another worker took it (after it had expired), so the caller must stop."""
+    now = now or utcnow()
+    stmt = (
+        update(OPERATIONS)
+        .where(and_(OPERATIONS.c.id == operation_id, OPERATIONS.c.lease_owner == token))
+        .values(lease_until=now + timedelta(seconds=seconds))
+    )
+    with engine.begin() as conn:
+        return conn.execute(stmt).rowcount == 1

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import and_, or_, select, update
 from sqlalchemy.engine import Engine
 
-from bot.core.states import WAITS, WaitKind
+from bot.core.states import WAITS, BindingState, Step, WaitKind
 from bot.store.models import BINDINGS, OPERATIONS
 
 #: States whose operations a running step is responsible for (re-driven past the deadline).
@@ -29,7 +29,9 @@ def overdue(
     """(operation id, state, attempts) of operations past their deadline, in one query.
 
     An operation with no deadline counts as overdue once it has not moved for a step timeout,
-    unless it is pending on purpose (steps 105xx) or waits for people or the deployment.
+    unless it is pending on purpose (steps 105xx) or waits for people or the deployment. One
+    whose step lease has expired without being released (its worker was killed mid-step: a
+    live step renews its lease) is overdue whatever its deadline says.
     """
     stale_since = now - timedelta(seconds=step_timeout)
     query = (
@@ -44,6 +46,7 @@ def overdue(
                     OPERATIONS.c.updated_at < stale_since,
                     OPERATIONS.c.step < 10500,
                 ),
+                and_(OPERATIONS.c.lease_owner.is_not(None), OPERATIONS.c.lease_until < now),
             ),
         )
         .order_by(OPERATIONS.c.deadline_at)
@@ -64,3 +67,34 @@ def rearm(engine: Engine, operation_ids: Sequence[str], now: datetime, step_time
                 deadline_at=now + timedelta(seconds=step_timeout),
             )
         )
+
+
+def deploy_overdue(
+    engine: Engine, now: datetime, deploy_timeout: int, limit: int = BATCH
+) -> list[tuple[str, int]]:
+    """(operation id, version) of merged operations still waiting for the deployment's word
+    (step HANDLE_MERGED) past their deadline, in one query.
+
+    Entering MERGED sets the deadline (GITOPS_DEPLOY_TIMEOUT); one without a deadline counts
+    once it has not moved for that long. DEPLOY_PENDING (what the sweep makes of them) and a
+    failed deployment (CALLBACK_DEPLOY_FAILED) are other steps, so neither is found again.
+    """
+    query = (
+        select(OPERATIONS.c.id, OPERATIONS.c.version)
+        .join(BINDINGS, BINDINGS.c.operation_id == OPERATIONS.c.id)
+        .where(
+            BINDINGS.c.state == BindingState.MERGED.value,
+            OPERATIONS.c.step == Step.HANDLE_MERGED.value,
+            or_(
+                OPERATIONS.c.deadline_at < now,
+                and_(
+                    OPERATIONS.c.deadline_at.is_(None),
+                    OPERATIONS.c.updated_at < now - timedelta(seconds=deploy_timeout),
+                ),
+            ),
+        )
+        .order_by(OPERATIONS.c.deadline_at)
+        .limit(limit)
+    )
+    with engine.connect() as conn:
+        return [(r.id, int(r.version)) for r in conn.execute(query)]

@@ -47,6 +47,14 @@ def test_environment_values_are_read_and_normalised() -> None:
     assert (settings.pipeline_timeout, settings.port) == (120, 9000)
 
 
+def test_deploy_timeout_defaults_to_an_hour_and_is_read() -> None:
+    """GITOPS_DEPLOY_TIMEOUT: 3600 unless set; a positive whole number of seconds."""
+    assert Settings.from_env({}).deploy_timeout == 3600
+    assert Settings.from_env({"GITOPS_DEPLOY_TIMEOUT": "900"}).deploy_timeout == 900
+    with pytest.raises(ValueError, match="GITOPS_DEPLOY_TIMEOUT must be a positive"):
+        Settings.from_env({"GITOPS_DEPLOY_TIMEOUT": "0"})
+
+
 def test_a_bad_number_is_a_clear_error() -> None:
     """A timing that is not a number names the variable instead of failing somewhere later."""
     with pytest.raises(ValueError, match="GITOPS_SWEEP_INTERVAL must be an integer"):

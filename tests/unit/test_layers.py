@@ -19,8 +19,9 @@ PRODUCT = ("bot", "webhooks", "jobs", "gitops_bot")
 #: Every package of the project, product or not: an import of one of these is checked.
 OURS = (*PRODUCT, "sim", "tests")
 
-#: The small shared kernel every layer may use: settings, error types, metrics, the queue's port.
-KERNEL = ("bot.config", "bot.errors", "bot.metrics", "bot.queueing")
+#: The small shared kernel every layer may use: settings, error types, metrics, the queue's port,
+#: the running step's heartbeat.
+KERNEL = ("bot.config", "bot.errors", "bot.metrics", "bot.queueing", "bot.heartbeat")
 
 #: Layer -> the layers of ours it may import (besides itself). Longest prefix wins.
 ALLOWED: dict[str, tuple[str, ...]] = {
@@ -39,6 +40,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "bot.errors": (),
     "bot.metrics": (),
     "bot.queueing": ("bot.errors",),
+    "bot.heartbeat": (),
     # the use cases: everything in bot, nothing above it
     "bot.app": ("bot",),
     # entry points: each calls the use cases, none calls another entry point

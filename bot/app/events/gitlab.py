@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import Any
 
 from bot.app.events.handled import EventHandled
@@ -16,6 +17,7 @@ from bot.ingress.gitlab_events import MergeRequestEvent, PipelineEvent
 from bot.store.engine import Engine
 from bot.store.fire import CurrentState, fire
 from bot.store.lookups import mr_owner, mr_owner_with
+from bot.store.models import utcnow
 
 _PIPELINE_EVENTS = {"success": Event.PIPELINE_PASSED, "failed": Event.PIPELINE_FAILED}
 _WAITING_FOR_PIPELINE = {BindingState.MR_CREATING, BindingState.MERGING}
@@ -57,10 +59,13 @@ def on_pipeline(engine: Engine, ev: PipelineEvent, correlation_id: str) -> Event
     return _fire(engine, op_id, event, correlation_id, current=current)
 
 
-def on_merge_request(engine: Engine, ev: MergeRequestEvent, correlation_id: str) -> EventHandled:
+def on_merge_request(
+    engine: Engine, ev: MergeRequestEvent, correlation_id: str, *, deploy_timeout: int
+) -> EventHandled:
     """Merged (by us or by a person) or closed: the owner of the MR follows. A new head under
     an operation that is approving or merging runs its step now, so the integrity check stops
-    it (and takes the approvals back) without waiting for the next poll."""
+    it (and takes the approvals back) without waiting for the next poll. Merged starts the wait
+    for the deployment's word: `deploy_timeout` seconds, then the sweep reports it pending."""
     event = {"merge": Event.MERGED, "close": Event.MR_CLOSED}.get(ev.action)
     if event is None and ev.action == "update" and ev.head_sha:
         return _head_moved(engine, ev)
@@ -69,7 +74,10 @@ def on_merge_request(engine: Engine, ev: MergeRequestEvent, correlation_id: str)
     op_id = mr_owner(engine, ev.project_id, ev.iid)
     if op_id is None:
         return EventHandled(None, stale="no operation owns this MR")
-    changes = {"merge_commit_sha": ev.merge_commit_sha} if event is Event.MERGED else {}
+    changes: dict[str, object] = {}
+    if event is Event.MERGED:
+        deadline = utcnow() + timedelta(seconds=deploy_timeout)
+        changes = {"merge_commit_sha": ev.merge_commit_sha, "deadline_at": deadline}
     return _fire(engine, op_id, event, correlation_id, changes=changes)
 
 

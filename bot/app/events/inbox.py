@@ -127,7 +127,7 @@ def route(
     if isinstance(event, gitlab_events.PipelineEvent):
         return on_pipeline(engine, event, key)
     if isinstance(event, gitlab_events.MergeRequestEvent):
-        return on_merge_request(engine, event, key)
+        return on_merge_request(engine, event, key, deploy_timeout=services.settings.deploy_timeout)
     if isinstance(event, gitlab_events.DeploymentEvent):
         return on_deployment_event(engine, event, key)
     return on_note(services, event)  # notes: MR commands (bot/app/commands/note.py)

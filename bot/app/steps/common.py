@@ -9,6 +9,7 @@ from bot.app.steps import StepContext
 from bot.core.events import Event, Source
 from bot.core.request import TransitionRequest
 from bot.errors import Conflict, IllegalTransition, NotOwner
+from bot.heartbeat import beat
 from bot.store.fire import fire
 
 log = logging.getLogger(__name__)
@@ -18,6 +19,7 @@ def advance(ctx: StepContext, event: Event, **changes: Any) -> bool:
     """Fires `event` for the step's operation; False when something else moved it first."""
     if "attempts" not in changes:
         changes["attempts"] = 0  # progress made: the sweep's budget starts again
+    beat()  # a step that lost its lease stops here (LeaseLost) instead of writing
     try:
         fire(
             ctx.services.engine,

@@ -1,8 +1,10 @@
 """drive(operation_id): run the operation's next step, and the ones after it while it moves.
 
 Any number of workers may call it for the same operation: a lease in the database lets one run
-the step; the others reschedule themselves. Every exit leaves a waiting or terminal state, or a
-deadline the sweep will act on.
+the step; the others reschedule themselves. The lease is short (GITOPS_STEP_LEASE, 30 s) and the
+running step renews it through its heartbeat (bot/app/steps/lease.py): a worker killed mid-step
+leaves an expired lease that the next sweep finds. Every exit leaves a waiting or terminal state,
+or a deadline or an expired lease the sweep will act on.
 """
 
 from __future__ import annotations
@@ -13,10 +15,12 @@ from contextlib import suppress
 
 from bot.app.steps import StepContext, approval, creation, handling
 from bot.app.steps.common import advance, short
+from bot.app.steps.lease import Lease
 from bot.app.steps.waits import retry_later
 from bot.core.events import Event
 from bot.core.next_step import Action, next_action
-from bot.errors import CannotProceed, TransientError, UnknownOperation
+from bot.errors import CannotProceed, LeaseLost, TransientError, UnknownOperation
+from bot.heartbeat import beat, beating
 from bot.queueing import DRIVE_JOB, QueueUnavailable
 from bot.services import Services
 from bot.store.models import utcnow
@@ -61,13 +65,19 @@ def drive(services: Services, operation_id: str, expected_version: int | None = 
         return "stale"
     if expected_version is not None and op.version != expected_version:
         return "moved"  # an event got there first: this late poll changes nothing
-    token = take_lease(services.engine, op.id, services.settings.step_timeout)
+    seconds = services.settings.lease_seconds
+    taken_at = utcnow()
+    token = take_lease(services.engine, op.id, seconds, now=taken_at)
     if token is None:
         with suppress(QueueUnavailable):  # if Redis is down the deadline brings the sweep
             services.queue.enqueue_in(BUSY_RETRY, DRIVE_JOB, op.id)
         return "busy"
+    lease = Lease(services.engine, op.id, token, seconds, renewed_at=taken_at)
     try:
-        return _run(services, op)
+        with beating(lease.beat):
+            return _run(services, op)
+    except LeaseLost:
+        return "lease_lost"  # another worker runs the step now; this one wrote nothing more
     finally:
         release_lease(services.engine, op.id, token)
 
@@ -76,6 +86,7 @@ def _run(services: Services, op: OperationRow) -> str:
     clients = services.require_clients()
     action = Action.NONE
     for _ in range(MAX_CHAIN):
+        beat()  # between chained steps too: the lease is renewed or found lost
         action = next_action(op.state, op.step, op.flow)
         step = STEPS.get(action)
         now = utcnow()
@@ -97,6 +108,8 @@ def _attempt(ctx: StepContext, action: Action, step: Callable[[StepContext], boo
     failure = DECLARED_FAILURE.get(action)
     try:
         return step(ctx)
+    except LeaseLost:
+        raise  # not the step's failure: another worker holds the operation; write nothing
     except TransientError as exc:
         log.info("transient failure, retrying later: %s", short(exc), extra=extra)
         if retry_later(ctx.services, ctx.op, ctx.now, getattr(exc, "retry_after", None)):

@@ -20,7 +20,7 @@ from bot.app.steps.decisions import (
     StopChanged,
 )
 from bot.app.steps.integrity import stop_changed
-from bot.app.steps.waits import drive_in, poll
+from bot.app.steps.waits import deploy_deadline, drive_in, poll
 from bot.core.events import Event
 from bot.gitlab import GitLabError, MrClosed, approve_once, approved_by, merge
 from bot.store.flags import get_flag
@@ -33,6 +33,8 @@ def perform(ctx: StepContext, decision: StepDecision) -> bool:
     """Does `decision` for the step's operation; True when the operation moved."""
     match decision:
         case Advance(event, changes):
+            if event is Event.MERGED:
+                changes = {**changes, **deploy_deadline(ctx.services.settings, ctx.now)}
             return advance(ctx, event, **changes)
         case Poll(kind):
             if poll(ctx.services, ctx.op, kind, ctx.now):

@@ -8,7 +8,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from bot.approval.backoff import backoff
+from bot.config import Settings
 from bot.core.next_step import poll_interval
+from bot.heartbeat import beat
 from bot.queueing import DRIVE_JOB, QueueUnavailable
 from bot.services import Services
 from bot.store.flags import get_flag
@@ -40,6 +42,7 @@ def drive_in(
     `pinned`: the job carries the operation's version, so it does nothing if an event moved the
     operation meanwhile (a late poll after the webhook changes nothing).
     """
+    beat()  # a step that lost its lease stops here (LeaseLost) instead of rescheduling
     fields: dict[str, Any] = {
         "deadline_at": now + timedelta(seconds=seconds + services.settings.step_timeout)
     }
@@ -55,6 +58,12 @@ def drive_in(
         log.warning(
             "queue down: the sweep re-drives at the deadline", extra={"operation_id": op.id}
         )
+
+
+def deploy_deadline(settings: Settings, now: datetime) -> dict[str, Any]:
+    """What entering MERGED sets besides the state: the deadline of the wait for the deployment's
+    word (GITOPS_DEPLOY_TIMEOUT); past it the sweep reports the change pending (DEPLOY_PENDING)."""
+    return {"deadline_at": now + timedelta(seconds=settings.deploy_timeout)}
 
 
 def new_wait(op: OperationRow) -> bool:

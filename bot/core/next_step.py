@@ -20,8 +20,9 @@ class Action(StrEnum):
     REQUEST_APPROVAL = "request_approval"  # MR-first: checks passed, ask for approval
     HANDLE = "handle"  # approve as each approval bot, then merge
     POLL_REBASE = "poll_rebase"  # a rebase GitLab is doing, then the pipeline on the new head
+    POLL_PENDING = "poll_pending"  # a pipeline wait past its tiers: the MR read again, rarely
     AWAIT_DEPLOY = "await_deploy"  # the deployment's word; reconciliation finds lost ones
-    NONE = "none"  # finished, failed, or pending: a person or an event moves it
+    NONE = "none"  # finished or failed: a person or an event moves it
 
 
 #: Steps after which the check pipeline is awaited by polling.
@@ -39,7 +40,8 @@ def next_action(state: BindingState, step: Step, flow: Flow) -> Action:
             if step in _POLLING_CREATE:
                 return Action.POLL_PIPELINE
             if step is Step.CREATE_PIPELINE_PENDING:
-                return Action.NONE  # timed out: a late webhook or an operator's retry moves it
+                # timed out: a late webhook, an MR event, a slow poll or an operator moves it
+                return Action.POLL_PENDING
             return Action.CREATE_MR
         case S.MR_CREATED:
             return Action.START_HANDLING if flow is Flow.APPROVE_FIRST else Action.REQUEST_APPROVAL
@@ -47,7 +49,7 @@ def next_action(state: BindingState, step: Step, flow: Flow) -> Action:
             if step is Step.HANDLE_REBASING:
                 return Action.POLL_REBASE
             if step is Step.HANDLE_PIPELINE_PENDING:
-                return Action.NONE
+                return Action.POLL_PENDING
             return Action.HANDLE
         case S.MERGED:
             return Action.AWAIT_DEPLOY

@@ -132,6 +132,12 @@ AWAITING_PIPELINE: frozenset[Step] = frozenset(
     }
 )
 
+#: The pipeline waits that outlived their poll tiers: read again at a low rate
+#: (`poll.pending_tiers`), and at once when an MR event or a pipeline event comes.
+PENDING_PIPELINE: frozenset[Step] = frozenset(
+    {Step.CREATE_PIPELINE_PENDING, Step.HANDLE_PIPELINE_PENDING}
+)
+
 
 #: Stops after which a re-apply (API or `/gitops apply`) may start a new request in place: the
 #: content is not what was approved or allowed, so retrying the old request cannot help.

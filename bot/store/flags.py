@@ -29,6 +29,9 @@ DEFAULTS: Mapping[str, Any] = {
     "poll.pipeline_tiers": [[10, 6], [30, 10], [120, 25]],
     # rebase polls, same shape
     "poll.rebase_tiers": [[5, 6], [15, 10]],
+    # a pipeline wait past its tiers (pending): the MR's head pipeline read again, same shape;
+    # past the last tier only an event or an operator moves it (12 + 46 reads over 24 hours)
+    "poll.pending_tiers": [[300, 12], [1800, 46]],
     # times the sweep re-drives a stuck step before writing an explicit failure
     "sweep.retry_budget": 5,
     # queued jobs past which a new request is refused as overloaded
@@ -131,6 +134,7 @@ _CHECKS: dict[str, Any] = {
     "approval.max_retries": _integer,
     "poll.pipeline_tiers": _tiers,
     "poll.rebase_tiers": _tiers,
+    "poll.pending_tiers": _tiers,
     "sweep.retry_budget": _integer,
     "queue.max_length": _integer,
     "reconcile.watermark_projects": lambda v: (

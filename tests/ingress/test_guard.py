@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 
 import pytest
+import responses
 from flask.testing import FlaskClient
 from prometheus_client import REGISTRY
 from sqlalchemy import select
 
+from bot.approval import ApprovalClient
 from bot.core.events import Event as E
 from bot.core.request import TransitionRequest
 from bot.core.states import BindingState as S
 from bot.core.states import Flow, Step
-from bot.services import Services
+from bot.gitlab import Account, ApproveComponent, make_client
+from bot.services import Clients, Services
 from bot.store.fire import fire
 from bot.store.models import AUDIT, OUTBOX
 from bot.store.submit import submit
@@ -178,11 +182,38 @@ def test_pipeline_event_moves_the_waiting_owner(
     assert binding_state(services.engine, str(op["id"])) is state
 
 
+def gitlab_says_head(services: Services, rsps: responses.RequestsMock, sha: str) -> None:
+    """GitLab (through `responses`) answers the MR read with head `sha`; the services get an
+    author account to read it with."""
+    url = services.settings.gitlab_url
+    rsps.add(
+        responses.GET,
+        re.compile(rf"{re.escape(url)}/api/v4/projects/14/merge_requests/7\b.*"),
+        json={"iid": 7, "project_id": 14, "state": "opened", "sha": sha},
+    )
+    services.clients = Clients(
+        author=Account(make_client(url, "author-token"), "author"),
+        approvers=[],
+        approve=ApproveComponent(),
+        approval=ApprovalClient("https://approvals.example.com"),
+    )
+
+
 def test_pipeline_for_an_older_commit_or_not_final_changes_nothing(
     client: FlaskClient, services: Services
 ) -> None:
     """A pipeline on another SHA is stale; a running one is not final; neither moves."""
     op = mr_waiting_for_pipeline(services)
+    with responses.RequestsMock() as rsps:  # the MR's head as GitLab says it now: abc
+        gitlab_says_head(services, rsps, "abc")
+        send_older_and_running(client, op)
+        assert run_queued(services) == ["stale", "stale"]
+    assert operation(services.engine, str(op["id"]))["step"] == Step.CREATE_SUCCEEDED
+    assert "older commit" in stale_rows(services, str(op["id"]))[0]
+
+
+def send_older_and_running(client: FlaskClient, op: dict[str, object]) -> None:
+    """A failed pipeline on commit "old", and a running one on the MR's head "abc"."""
     client.post(
         "/webhooks/gitlab",
         data=pipeline_body(op, "failed", "old"),
@@ -193,9 +224,6 @@ def test_pipeline_for_an_older_commit_or_not_final_changes_nothing(
         data=pipeline_body(op, "running", "abc"),
         headers=gitlab_headers("Pipeline Hook", key="p2"),
     )
-    assert run_queued(services) == ["stale", "stale"]
-    assert operation(services.engine, str(op["id"]))["step"] == Step.CREATE_SUCCEEDED
-    assert "older commit" in stale_rows(services, str(op["id"]))[0]
 
 
 def test_deploy_callback_validates_once(client: FlaskClient, services: Services) -> None:

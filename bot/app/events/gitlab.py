@@ -1,4 +1,9 @@
-"""MR and MR-pipeline events: only the operation that owns the MR, waiting for it, moves."""
+"""MR and MR-pipeline events: only the operation that owns the MR, waiting for it, moves.
+
+A pipeline is judged against the MR's head as GitLab says it is now, not against the head the
+operation last stored (a rebase the bot started, or a push, moves the head without the operation
+storing it): a pipeline on the MR's current head moves the wait, one on an older commit is stale.
+"""
 
 from __future__ import annotations
 
@@ -11,9 +16,11 @@ from bot.app.events.signals import on_target_pipeline
 from bot.app.events.stale import record_stale
 from bot.core.events import Event, Source
 from bot.core.request import TransitionRequest
-from bot.core.states import AWAITING_PIPELINE, BindingState, Step
+from bot.core.states import AWAITING_PIPELINE, PENDING_PIPELINE, BindingState, Step
 from bot.errors import Conflict, IllegalTransition, NotOwner, UnknownOperation
+from bot.gitlab import read_mr
 from bot.ingress.gitlab_events import MergeRequestEvent, PipelineEvent
+from bot.services import Services
 from bot.store.engine import Engine
 from bot.store.fire import CurrentState, fire
 from bot.store.lookups import mr_owner, mr_owner_with
@@ -23,8 +30,15 @@ _PIPELINE_EVENTS = {"success": Event.PIPELINE_PASSED, "failed": Event.PIPELINE_F
 _WAITING_FOR_PIPELINE = {BindingState.MR_CREATING, BindingState.MERGING}
 
 
-def on_pipeline(engine: Engine, ev: PipelineEvent, correlation_id: str) -> EventHandled:
-    """Passes or fails the owner's wait for its MR pipeline; other pipelines may validate."""
+def on_pipeline(services: Services, ev: PipelineEvent, correlation_id: str) -> EventHandled:
+    """Passes or fails the owner's wait for its MR pipeline; other pipelines may validate.
+
+    The MR's current head is read from GitLab (one GET) -- except for the first wait on the head
+    the MR was just opened with -- and only a pipeline on that head moves the wait, polling or
+    pending, after the bot's own rebase or a push alike (the step after it checks that head
+    against the approval); a pipeline on any other commit is stale.
+    """
+    engine = services.engine
     if ev.mr_iid is None:
         return on_target_pipeline(engine, ev, correlation_id)
     event = _PIPELINE_EVENTS.get(ev.status)
@@ -46,31 +60,42 @@ def on_pipeline(engine: Engine, ev: PipelineEvent, correlation_id: str) -> Event
             state=current.state.value,
             correlation_id=correlation_id,
         )
-    if head is not None and head != ev.sha:
-        return record_stale(
-            engine,
-            op_id,
-            event,
-            "the pipeline ran on an older commit",
-            source=Source.WEBHOOK,
-            state=current.state.value,
-            correlation_id=correlation_id,
-        )
-    return _fire(engine, op_id, event, correlation_id, current=current)
+    changes: dict[str, object] = {}
+    # the MR just opened at the head it stored: that head is current (the happy path, no call;
+    # a push meanwhile is the integrity check's before anything is approved). Any other wait
+    # may hold a head the MR no longer has (a rebase the bot started, a push): ask GitLab.
+    fresh = step is Step.CREATE_SUCCEEDED and head in (None, ev.sha)
+    if not fresh:
+        if not _is_current_head(services, ev.project_id, ev.mr_iid, ev.sha):
+            return record_stale(
+                engine,
+                op_id,
+                event,
+                "the pipeline ran on an older commit",
+                source=Source.WEBHOOK,
+                state=current.state.value,
+                correlation_id=correlation_id,
+            )
+        changes["head_sha"] = ev.sha  # the MR's head now (the next step checks it again)
+    return _fire(engine, op_id, event, correlation_id, current=current, changes=changes)
+
+
+def _is_current_head(services: Services, project_id: int, iid: int, sha: str) -> bool:
+    """True when `sha` is the MR's head as GitLab says now (one GET)."""
+    project = services.require_clients().author.project(project_id)
+    return read_mr(project, iid).sha == sha
 
 
 def on_merge_request(
     engine: Engine, ev: MergeRequestEvent, correlation_id: str, *, deploy_timeout: int
 ) -> EventHandled:
-    """Merged (by us or by a person) or closed: the owner of the MR follows. A new head under
-    an operation that is approving or merging runs its step now, so the integrity check stops
-    it (and takes the approvals back) without waiting for the next poll. Merged starts the wait
-    for the deployment's word: `deploy_timeout` seconds, then the sweep reports it pending."""
+    """Merged (by us or by a person) or closed: the owner of the MR follows; merged starts the
+    wait for the deployment's word (`deploy_timeout` seconds, then the sweep reports it
+    pending). Any other MR event changes no state, but may be a reason to look at the MR now
+    (see _mr_changed)."""
     event = {"merge": Event.MERGED, "close": Event.MR_CLOSED}.get(ev.action)
-    if event is None and ev.action == "update" and ev.head_sha:
-        return _head_moved(engine, ev)
     if event is None:
-        return EventHandled(None, stale=f"MR action {ev.action} changes nothing")
+        return _mr_changed(engine, ev)
     op_id = mr_owner(engine, ev.project_id, ev.iid)
     if op_id is None:
         return EventHandled(None, stale="no operation owns this MR")
@@ -81,15 +106,31 @@ def on_merge_request(
     return _fire(engine, op_id, event, correlation_id, changes=changes)
 
 
-def _head_moved(engine: Engine, ev: MergeRequestEvent) -> EventHandled:
-    """Nudges the MR's owner in MERGING when the head is not the one it verified."""
+def _mr_changed(engine: Engine, ev: MergeRequestEvent) -> EventHandled:
+    """An MR event that moves nothing by itself, so stale; but it nudges the MR's owner (its
+    step runs now and reads the MR) when the operation may have missed something there:
+
+    - approving or merging (MERGING) and the MR's head is not the one it verified: the
+      integrity check stops it (and takes the approvals back) without waiting for a poll;
+    - its pipeline wait went pending: the MR's head pipeline is read again, so the change
+      resumes on the head the MR has now (after a rebase, a push) instead of waiting for an
+      operator. Polling waits are left to their next poll.
+    """
     found = _owner(engine, ev.project_id, ev.iid, "verified_sha")
     if isinstance(found, EventHandled):
         return found
     op_id, verified, current = found
-    if current.state is not BindingState.MERGING or ev.head_sha == verified:
+    step = Step(current.guard_values["step"])
+    moved = ev.action == "update" and bool(ev.head_sha) and ev.head_sha != verified
+    if current.state is BindingState.MERGING and moved:
+        return EventHandled(op_id, stale="the MR's head moved: checking it now", nudge=True)
+    if step in PENDING_PIPELINE and current.state in _WAITING_FOR_PIPELINE:
+        return EventHandled(
+            op_id, stale=f"MR {ev.action}: re-reading the pending pipeline wait", nudge=True
+        )
+    if ev.action == "update":
         return EventHandled(op_id, stale="MR updated; nothing to re-check")
-    return EventHandled(op_id, stale="the MR's head moved: checking it now", nudge=True)
+    return EventHandled(op_id, stale=f"MR action {ev.action} changes nothing")
 
 
 def _owner(

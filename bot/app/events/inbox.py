@@ -125,7 +125,7 @@ def route(
         return on_deploy_callback(engine, parse_deploy(body), key, deploy_auth(services, headers))
     event = gitlab_events.parse(event_type, load_object(body))
     if isinstance(event, gitlab_events.PipelineEvent):
-        return on_pipeline(engine, event, key)
+        return on_pipeline(services, event, key)
     if isinstance(event, gitlab_events.MergeRequestEvent):
         return on_merge_request(engine, event, key, deploy_timeout=services.settings.deploy_timeout)
     if isinstance(event, gitlab_events.DeploymentEvent):

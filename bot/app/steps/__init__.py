@@ -21,3 +21,6 @@ class StepContext:
     clients: Clients
     op: OperationRow
     now: datetime
+    #: run by the job a wait scheduled (pinned to the operation's version), not by an event's
+    #: nudge: only such a run schedules the wait's next poll, so a nudge adds no second chain
+    scheduled: bool = False

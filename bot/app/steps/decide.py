@@ -15,6 +15,7 @@ from bot.app.steps.decisions import (
     Later,
     Merge,
     Poll,
+    PollKind,
     Restart,
     StepDecision,
     StopChanged,
@@ -35,8 +36,9 @@ MAX_RESTARTS = 5
 FAILED_PIPELINE = frozenset({"failed", "canceled", "skipped"})
 
 
-def decide_pipeline(mr: MrView) -> StepDecision:
-    """The MR's head pipeline, as just read: passed, failed, closed MR, or look again."""
+def decide_pipeline(mr: MrView, kind: PollKind = "pipeline") -> StepDecision:
+    """The MR's head pipeline, as just read: passed, failed, closed MR, or look again (`kind`:
+    the wait's tiers, "pending" once it outlived them)."""
     if mr.state == "closed":
         return Advance(Event.MR_CLOSED)
     status = mr.head_pipeline_status
@@ -47,7 +49,7 @@ def decide_pipeline(mr: MrView) -> StepDecision:
             Event.PIPELINE_FAILED,
             {"head_sha": mr.sha, "error_detail": f"MR pipeline {mr.head_pipeline_id} {status}"},
         )
-    return Poll("pipeline")
+    return Poll(kind)
 
 
 def decide_finished(mr: MrView) -> StepDecision | None:
@@ -150,6 +152,16 @@ def decide_rebase(
                 raise ValueError("a finished rebase is decided on the MR read after it")
         case _:
             assert_never(status.state)
+    return decide_checked_pipeline(mr, verdict, "rebase", " after the rebase")
+
+
+def decide_checked_pipeline(
+    mr: MrView, verdict: Verdict | None, kind: PollKind, after: str = ""
+) -> StepDecision:
+    """Handling waits for the pipeline on the MR's head as just read (after the bot's rebase,
+    or a wait gone pending): `verdict` is that head checked against the approval (None when it
+    was verified before). A head that is not the approved change stops it, whatever its
+    pipeline says; else passed, failed, or look again after `kind`'s next tier."""
     # a rebase moves the base, not the change: the new head must still be the approved change,
     # or nothing more is approved or merged
     if verdict is not None and not verdict.ok:
@@ -162,7 +174,7 @@ def decide_rebase(
             {
                 "head_sha": mr.sha,
                 "error_detail": f"MR pipeline {mr.head_pipeline_id} "
-                f"{mr.head_pipeline_status} after the rebase",
+                f"{mr.head_pipeline_status}{after}",
             },
         )
-    return Poll("rebase")
+    return Poll(kind)

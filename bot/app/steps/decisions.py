@@ -9,8 +9,9 @@ from typing import Any, Literal
 from bot.core.events import Event
 from bot.gitlab.views import MrView
 
-#: What a poll waits for: the MR's head pipeline, or GitLab's rebase (the `poll.<kind>_tiers` flag).
-PollKind = Literal["pipeline", "rebase"]
+#: What a poll waits for: the MR's head pipeline, GitLab's rebase, or a pipeline wait that went
+#: pending (the `poll.<kind>_tiers` flag).
+PollKind = Literal["pipeline", "rebase", "pending"]
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,7 @@ class Advance:
 @dataclass(frozen=True)
 class Poll:
     """Look again after the next poll tier; PIPELINE_TIMED_OUT once the tiers or the wait's
-    time are used up."""
+    time are used up ("pending": it stays pending, moved only by an event or an operator)."""
 
     kind: PollKind
 

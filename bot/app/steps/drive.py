@@ -42,6 +42,7 @@ STEPS: dict[Action, Callable[[StepContext], bool]] = {
     Action.REQUEST_APPROVAL: creation.request_approval,
     Action.HANDLE: handling.handle,
     Action.POLL_REBASE: handling.poll_rebase,
+    Action.POLL_PENDING: handling.poll_pending,
 }
 
 #: The failure each step writes when it cannot go on (DESIGN §9: every exit leaves a state).
@@ -75,14 +76,14 @@ def drive(services: Services, operation_id: str, expected_version: int | None = 
     lease = Lease(services.engine, op.id, token, seconds, renewed_at=taken_at)
     try:
         with beating(lease.beat):
-            return _run(services, op)
+            return _run(services, op, scheduled=expected_version is not None)
     except LeaseLost:
         return "lease_lost"  # another worker runs the step now; this one wrote nothing more
     finally:
         release_lease(services.engine, op.id, token)
 
 
-def _run(services: Services, op: OperationRow) -> str:
+def _run(services: Services, op: OperationRow, *, scheduled: bool = False) -> str:
     clients = services.require_clients()
     action = Action.NONE
     for _ in range(MAX_CHAIN):
@@ -94,8 +95,9 @@ def _run(services: Services, op: OperationRow) -> str:
             action is Action.AWAIT_APPROVAL and op.deadline_at and op.deadline_at > now
         ):
             return action.value
-        if not _attempt(StepContext(services, clients, op, now), action, step):
+        if not _attempt(StepContext(services, clients, op, now, scheduled), action, step):
             return action.value
+        scheduled = False  # it moved: what runs next was not scheduled
         op = load(services.engine, op.id)
         if not op.owner:
             return "stale"

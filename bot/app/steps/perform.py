@@ -39,6 +39,8 @@ def perform(ctx: StepContext, decision: StepDecision) -> bool:
         case Poll(kind):
             if poll(ctx.services, ctx.op, kind, ctx.now):
                 return False
+            if kind == "pending":  # its slow re-reads are used up: an event or a person moves it
+                return False
             return advance(ctx, Event.PIPELINE_TIMED_OUT, deadline_at=None)
         case Later(seconds, progress, pinned):
             drive_in(ctx.services, ctx.op, seconds, ctx.now, progress=progress, pinned=pinned)

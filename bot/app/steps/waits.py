@@ -36,15 +36,19 @@ def drive_in(
     *,
     progress: dict[str, Any] | None = None,
     pinned: bool = True,
+    deadline: bool = True,
 ) -> None:
     """Runs the operation's step again in `seconds`; the deadline covers a lost job.
 
     `pinned`: the job carries the operation's version, so it does nothing if an event moved the
-    operation meanwhile (a late poll after the webhook changes nothing).
+    operation meanwhile (a late poll after the webhook changes nothing). `deadline=False`: no
+    deadline (a pending wait's slow re-read: the sweep leaves a pending operation alone).
     """
     beat()  # a step that lost its lease stops here (LeaseLost) instead of rescheduling
     fields: dict[str, Any] = {
         "deadline_at": now + timedelta(seconds=seconds + services.settings.step_timeout)
+        if deadline
+        else None
     }
     if progress is not None:
         fields["progress"] = progress
@@ -73,10 +77,13 @@ def new_wait(op: OperationRow) -> bool:
 
 
 def poll(services: Services, op: OperationRow, kind: str, now: datetime) -> bool:
-    """Schedules the next poll of a wait (`kind`: pipeline or rebase); False when it timed out.
+    """Schedules the next poll of a wait (`kind`: pipeline, rebase or pending); False when it
+    timed out.
 
     Polls are tiered (the `poll.<kind>_tiers` flag, read per use) and the whole wait is bounded
-    by GITOPS_PIPELINE_TIMEOUT. A wait starts anew whenever the operation's version changes.
+    by GITOPS_PIPELINE_TIMEOUT; a pending wait by its tiers alone, with no deadline (it is
+    pending on purpose: the sweep leaves it alone). A wait starts anew whenever the operation's
+    version changes.
     """
     progress = dict(op.progress)
     wait = progress.get("wait") or {}
@@ -85,11 +92,12 @@ def poll(services: Services, op: OperationRow, kind: str, now: datetime) -> bool
     tiers = get_flag(services.engine, f"poll.{kind}_tiers")
     interval = poll_interval(tiers, int(wait["polls"]))
     elapsed = (now - datetime.fromisoformat(wait["since"])).total_seconds()
-    if interval is None or elapsed >= services.settings.pipeline_timeout:
+    pending = kind == "pending"
+    if interval is None or (not pending and elapsed >= services.settings.pipeline_timeout):
         return False
     wait["polls"] = int(wait["polls"]) + 1
     progress["wait"] = wait
-    drive_in(services, op, interval, now, progress=progress)
+    drive_in(services, op, interval, now, progress=progress, deadline=not pending)
     return True
 
 

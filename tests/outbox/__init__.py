@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import responses
-from sqlalchemy import select
+from sqlalchemy import insert, select
 from sqlalchemy.engine import Engine
 
 from bot.approval import ApprovalClient
@@ -27,7 +27,7 @@ from bot.core.states import Flow
 from bot.gitlab import Account, ApproveComponent, make_client
 from bot.services import Clients, Services
 from bot.store.fire import fire
-from bot.store.models import OUTBOX
+from bot.store.models import OUTBOX, utcnow
 from bot.store.submit import submit
 from jobs import context
 from sim.gitlab import GitLabDouble, Note
@@ -180,3 +180,18 @@ def harness(db: Engine) -> Iterator[Harness]:
                 yield Harness(db, double, rsps)
         finally:
             approval.close()
+
+
+def add_row(h: Harness, operation_id: str, effect: str) -> None:
+    """Writes an outbox row directly, as a transition would have (due now), with any kind."""
+    now = utcnow()
+    with h.db.begin() as conn:
+        conn.execute(
+            insert(OUTBOX).values(
+                operation_id=operation_id,
+                effect=effect,
+                attempts=0,
+                next_attempt_at=now,
+                created_at=now,
+            )
+        )

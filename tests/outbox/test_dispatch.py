@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
 import responses
 from prometheus_client import REGISTRY
-from sqlalchemy import delete, insert, update
+from sqlalchemy import delete, update
 from sqlalchemy.engine import Engine
 
 from bot.app import outbox
@@ -24,29 +23,7 @@ from bot.store.outbox import LEASE, claim, pending_count
 from bot.store.submit import submit
 from jobs.outbox import dispatch
 from tests.builders import make_request
-from tests.outbox import APPROVAL_URL, PERSON, PROJECT, Harness, harness
-
-
-@pytest.fixture
-def h(db: Engine) -> Iterator[Harness]:
-    """The dispatcher wired to the GitLab double and the approval system's mock."""
-    with harness(db) as wired:
-        yield wired
-
-
-def add_row(h: Harness, operation_id: str, effect: str) -> None:
-    """Writes an outbox row directly, as a transition would have (due now)."""
-    now = utcnow()
-    with h.db.begin() as conn:
-        conn.execute(
-            insert(OUTBOX).values(
-                operation_id=operation_id,
-                effect=effect,
-                attempts=0,
-                next_attempt_at=now,
-                created_at=now,
-            )
-        )
+from tests.outbox import APPROVAL_URL, PERSON, PROJECT, Harness, add_row
 
 
 def dead_total(effect: str) -> float:

@@ -7,13 +7,12 @@ MR), no GitLab call, dead at once and reported.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
 from prometheus_client import REGISTRY
-from sqlalchemy import insert, update
-from sqlalchemy.engine import Engine
+from sqlalchemy import update
 
 from bot.app import outbox
 from bot.app.outbox import DEAD_RETRY, ORDER, UNKNOWN, parse_effect
@@ -23,7 +22,7 @@ from bot.core.table import Effect
 from bot.render.status import StatusView
 from bot.store.models import OUTBOX, utcnow
 from jobs.outbox import dispatch
-from tests.outbox import PROJECT, Harness, harness
+from tests.outbox import PROJECT, Harness, add_row
 
 #: The `_Dispatch` method each effect must reach. A new `Effect` member without an entry here
 #: fails `test_each_effect_reaches_its_handler` (and, without a `case`, mypy).
@@ -37,28 +36,6 @@ HANDLERS: dict[Effect, str] = {
 
 #: Kinds that are no `Effect` (the second one is close_mr's member name, not its value).
 UNKNOWN_KINDS = ["bogus", "CLOSE_MR", "close_mr ", ""]
-
-
-@pytest.fixture
-def h(db: Engine) -> Iterator[Harness]:
-    """The dispatcher wired to the GitLab double and the approval system's mock."""
-    with harness(db) as wired:
-        yield wired
-
-
-def add_row(h: Harness, operation_id: str, effect: str) -> None:
-    """Writes an outbox row directly (due now), with any stored kind."""
-    now = utcnow()
-    with h.db.begin() as conn:
-        conn.execute(
-            insert(OUTBOX).values(
-                operation_id=operation_id,
-                effect=effect,
-                attempts=0,
-                next_attempt_at=now,
-                created_at=now,
-            )
-        )
 
 
 def mark_all_sent(h: Harness) -> None:

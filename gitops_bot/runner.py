@@ -4,6 +4,7 @@ scheduler. Each builds its services once (gitops_bot/wiring.py) and hands them d
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from flask import Flask
@@ -77,6 +78,7 @@ def _options(host: str, port: int, **extra: Any) -> dict[str, Any]:
         "limit_request_fields": conf.limit_request_fields,
         "limit_request_field_size": conf.limit_request_field_size,
         "errorlog": "-",
+        "logger_class": conf.logger_class,
         **extra,
     }
 
@@ -108,8 +110,29 @@ def worker(settings: Settings, *, burst: bool = False) -> bool:
             "`gitops-bot serve` runs the worker in-process"
         )
     warn_if_unscoped(settings)
+    if settings.worker_metrics_port is not None:
+        serve_metrics(settings.worker_metrics_port)
     worker = ServicesWorker(build_services(settings))
-    return bool(worker.work(with_scheduler=True, burst=burst))
+    # RQ sets its loggers' level itself (INFO unless told): GITOPS_RQ_LOG_LEVEL tells it; the
+    # root handler bot/logs.py installed keeps it from adding handlers of its own
+    level = settings.logs.rq_level
+    return bool(worker.work(with_scheduler=True, burst=burst, logging_level=level))
+
+
+def serve_metrics(port: int, addr: str = "0.0.0.0") -> Callable[[], None]:
+    """Answers GET /metrics on `port` from a thread of this process, with what the process
+    counts (the database's gauges are the web's: every process would answer the same); the
+    function that stops it. The worker's steps and deliveries are counted here, not in the web."""
+    from prometheus_client import start_http_server
+
+    server, thread = start_http_server(port, addr=addr)
+
+    def stop() -> None:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+    return stop
 
 
 def scheduler(settings: Settings) -> None:

@@ -7,6 +7,7 @@ from typing import Any
 from rq import Queue, SimpleWorker
 from rq.job import Job
 
+from bot import logs
 from bot.services import Services
 from jobs import context
 from jobs.connection import QUEUE_NAME
@@ -25,6 +26,7 @@ class ServicesWorker(SimpleWorker):
         self.services = services
 
     def execute_job(self, job: Job, queue: Queue) -> None:
-        """Performs `job` with this worker's services installed (jobs/context.py)."""
-        with context.installed(self.services):
+        """Performs `job` with this worker's services installed (jobs/context.py), its log lines
+        bound to what it carried and nothing left from the job before (bot/logs.py)."""
+        with logs.job_scope(job.meta), context.installed(self.services):
             super().execute_job(job, queue)

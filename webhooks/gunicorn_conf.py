@@ -21,11 +21,13 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from gunicorn.glogging import Logger
 from gunicorn.workers.gthread import ThreadWorker
 
 bind = f"{os.environ.get('GITOPS_BIND', '0.0.0.0')}:{os.environ.get('PORT', '8000')}"
 workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
 worker_class = "webhooks.gunicorn_conf.ReadDeadlineWorker"
+logger_class = "webhooks.gunicorn_conf.StructuredLogger"
 threads = int(os.environ.get("GITOPS_WEB_THREADS", "8"))
 timeout = 30
 graceful_timeout = 20
@@ -34,6 +36,11 @@ limit_request_line = 8190
 limit_request_fields = 100
 limit_request_field_size = 8190
 accesslog = None
+# No runtime control socket (gunicorn 25.1+ opens one by default at $XDG_RUNTIME_DIR/gunicorn.ctl
+# or ~/.gunicorn/gunicorn.ctl): two web processes on one host would share that one path, the
+# second taking it over and the first to stop deleting it, and it is a way to resize, reload or
+# stop the workers that nothing of the bot uses. Signals still work as ever.
+control_socket_disable = True
 errorlog = "-"
 
 
@@ -48,6 +55,24 @@ def on_starting(server: Any) -> None:
         upgrade(engine)
     finally:
         engine.dispose()
+
+
+class StructuredLogger(Logger):  # type: ignore[misc]
+    """gunicorn's own lines (booting, workers, timeouts) as the bot's: through the one handler
+    bot/logs.py installs, with role `web` when nothing configured logging before (the Procfile
+    runs gunicorn itself; `gitops-bot web` and `serve` configured it already)."""
+
+    def setup(self, cfg: Any) -> None:
+        """gunicorn's setup, then its error log handed to the root handler instead of its own."""
+        from bot import logs
+        from bot.config import LogSettings
+
+        super().setup(cfg)
+        if logs.configured() is None:
+            logs.configure("web", LogSettings.from_env())
+        for handler in list(self.error_log.handlers):
+            self.error_log.removeHandler(handler)
+        self.error_log.propagate = True
 
 
 class ReadDeadlineWorker(ThreadWorker):  # type: ignore[misc]

@@ -1,8 +1,9 @@
-"""Prometheus metrics of the ingress: deliveries by source and outcome, ack latency, backlog."""
+"""Prometheus metrics of the ingress: deliveries by source and outcome, ack latency (the inbox's
+backlog is read at scrape time: bot/app/gauges.py)."""
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client import Counter, Histogram
 
 DELIVERIES = Counter(
     "gitops_webhook_deliveries_total",
@@ -16,4 +17,3 @@ ACK_SECONDS = Histogram(
     ["source"],
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
 )
-INBOX_BACKLOG = Gauge("gitops_inbox_backlog", "Deliveries stored but not processed yet.")

@@ -8,10 +8,12 @@ onto it.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import responses
 from sqlalchemy import insert, select
@@ -158,13 +160,16 @@ class Harness:
 
 
 @contextmanager
-def harness(db: Engine) -> Iterator[Harness]:
-    """Jobs wired to the GitLab double (author bot, a person) and the approval system's mock."""
+def harness(db: Engine, **overrides: Any) -> Iterator[Harness]:
+    """Jobs wired to the GitLab double (author bot, a person) and the approval system's mock;
+    `overrides` are Settings fields (outbox_max_attempts=3)."""
     double = GitLabDouble(URL)
     double.add_project(PROJECT, files={"config/prod.yaml": "replicas: 1\n"})
     double.add_user(BOT, token="author-token", access={PROJECT: 40})
     double.add_user(PERSON, token="alice-token", access={PROJECT: 30})
-    settings = Settings(gitlab_url=URL, approval_url=APPROVAL_URL, public_url=PUBLIC_URL)
+    settings = Settings(
+        gitlab_url=URL, approval_url=APPROVAL_URL, public_url=PUBLIC_URL, **overrides
+    )
     approval = ApprovalClient(APPROVAL_URL)
     with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
         double.mount(rsps, base_url=URL)
@@ -195,3 +200,19 @@ def add_row(h: Harness, operation_id: str, effect: str) -> None:
                 created_at=now,
             )
         )
+
+
+T = TypeVar("T")
+
+
+def together(work: Callable[[], T], threads: int = 2) -> list[T]:
+    """Runs `work` in `threads` threads released at the same moment; their results."""
+    barrier = threading.Barrier(threads)
+
+    def run() -> T:
+        barrier.wait()
+        return work()
+
+    with ThreadPoolExecutor(threads) as pool:
+        futures = [pool.submit(run) for _ in range(threads)]
+        return [f.result() for f in futures]

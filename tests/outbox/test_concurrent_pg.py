@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from collections.abc import Iterator
 
 import pytest
 from sqlalchemy import insert
@@ -14,11 +11,10 @@ from sqlalchemy.engine import Engine
 from bot.store.models import OUTBOX, utcnow
 from bot.store.outbox import claim
 from jobs.outbox import DispatchReport, dispatch
-from tests.outbox import Harness, harness
+from tests.outbox import Harness, harness, together
+from tests.outbox.test_dead import dead_note, race_retries_and_dispatches
 
 pytestmark = pytest.mark.pg
-
-T = TypeVar("T")
 
 
 @pytest.fixture
@@ -26,19 +22,6 @@ def h(db: Engine) -> Iterator[Harness]:
     """The dispatcher wired to the GitLab double and the approval system's mock."""
     with harness(db) as wired:
         yield wired
-
-
-def together(work: Callable[[], T], threads: int = 2) -> list[T]:
-    """Runs `work` in `threads` threads released at the same moment; their results."""
-    barrier = threading.Barrier(threads)
-
-    def run() -> T:
-        barrier.wait()
-        return work()
-
-    with ThreadPoolExecutor(threads) as pool:
-        futures = [pool.submit(run) for _ in range(threads)]
-        return [f.result() for f in futures]
 
 
 def test_claims_released_together_are_disjoint(db: Engine) -> None:
@@ -97,3 +80,10 @@ def test_two_dispatchers_send_each_row_once(h: Harness) -> None:
         assert h.label_calls(iid) == 1, op_id
         assert h.unsent(op_id) == []
     assert h.double.count("POST", path_endswith="/notes") == 12
+
+
+def test_retries_racing_dispatchers_send_a_dead_note_once(h: Harness) -> None:
+    """Operators retrying every dead row while two dispatchers run: the note goes out once."""
+    op_id, iid, _, rule = dead_note(h)
+    rule.remaining = 0
+    race_retries_and_dispatches(h, op_id, iid)

@@ -11,14 +11,14 @@ from sqlalchemy import delete, update
 from sqlalchemy.engine import Engine
 
 from bot.app import outbox
-from bot.app.outbox import MAX_ATTEMPTS
+from bot.app.outbox import POSTING, REFUSALS_MAX
 from bot.core.events import Event as E
 from bot.core.request import TransitionRequest
 from bot.core.states import BindingState as S
 from bot.core.states import Flow
 from bot.gitlab import status_marker
 from bot.store.fire import fire
-from bot.store.models import OUTBOX, utcnow
+from bot.store.models import OPERATIONS, OUTBOX, utcnow
 from bot.store.outbox import LEASE, claim, pending_count
 from bot.store.submit import submit
 from jobs.outbox import dispatch
@@ -88,6 +88,36 @@ def test_lost_outbox_rows_still_one_note_edited_in_place(h: Harness) -> None:
     assert h.double.count("POST", path_endswith="/notes") == 1
     assert h.double.count("PUT", path_contains="/notes/") == 1
     assert h.gitops_labels(iid) == ["gitops::in-effect"]
+
+
+def test_the_first_status_comment_is_posted_without_listing_the_mrs_comments(h: Harness) -> None:
+    """No status comment of the operation was ever posted: nothing to look for, one POST."""
+    _, iid = h.operation(S.MR_CREATED)
+    dispatch(now=utcnow())
+    assert len(h.notes(iid)) == 1
+    assert h.double.count("POST", path_endswith="/notes") == 1
+    assert h.double.count("GET", path_endswith="/notes") == 0
+
+
+def test_a_crash_after_posting_the_first_comment_leaves_one_comment(h: Harness) -> None:
+    """The first POST went through but its id was never recorded (the process died between
+    the two): the next try finds the comment by its marker and edits it, never a second one."""
+    op_id, iid = h.operation(S.MERGED)
+    dispatch(now=utcnow())
+    (first,) = h.notes(iid)
+    with h.db.begin() as conn:  # what the crash leaves: "being posted", no id
+        conn.execute(
+            update(OPERATIONS)
+            .where(OPERATIONS.c.id == op_id)
+            .values(status_note_id=None, status_note_hash=POSTING)
+        )
+    fire(h.db, TransitionRequest(op_id, E.DEPLOYED))
+    dispatch(now=utcnow())
+    (note,) = h.notes(iid)
+    assert note.id == first.id
+    assert "In effect" in note.body
+    assert h.double.count("POST", path_endswith="/notes") == 1
+    assert h.double.count("GET", path_endswith="/notes") == 1
 
 
 def test_labels_leave_exactly_one_gitops_label_through_the_phases(h: Harness) -> None:
@@ -232,11 +262,12 @@ def test_superseded_operation_does_not_set_labels(h: Harness) -> None:
 
 
 def test_deterministic_failure_goes_dead_after_max_attempts(h: Harness) -> None:
-    """An MR that does not exist (404) is retried MAX_ATTEMPTS times, then dead and counted once."""
+    """An MR that does not exist (404) is retried REFUSALS_MAX times, then dead, counted once
+    and never claimed again."""
     op_id, _ = h.checking(iid=999)
     before = dead_total("labels")
     now = utcnow()
-    for attempt in range(1, MAX_ATTEMPTS + 1):
+    for attempt in range(1, REFUSALS_MAX + 1):
         report = dispatch(now=now)
         assert report.failed == 2
         rows = h.unsent(op_id)
@@ -244,9 +275,9 @@ def test_deterministic_failure_goes_dead_after_max_attempts(h: Harness) -> None:
         now = max(r["next_attempt_at"] for r in rows)
     assert report.dead == 2
     assert all(r["last_error"].startswith("dead: NotFound") for r in rows)
-    assert now >= utcnow() + timedelta(hours=23)
+    assert all(r["dead_at"] is not None for r in rows)
     assert dead_total("labels") == before + 1
-    dispatch(now=now)  # a dead row is tried again a day later, and not counted again
+    assert dispatch(now=now + timedelta(days=30)).claimed == 0  # dead: never taken again
     assert dead_total("labels") == before + 1
     assert len(h.unsent(op_id)) == 2
 

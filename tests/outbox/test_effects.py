@@ -15,7 +15,7 @@ from prometheus_client import REGISTRY
 from sqlalchemy import update
 
 from bot.app import outbox
-from bot.app.outbox import DEAD_RETRY, ORDER, UNKNOWN, parse_effect
+from bot.app.outbox import ORDER, UNKNOWN, parse_effect
 from bot.core.states import BindingState as S
 from bot.core.states import Flow
 from bot.core.table import Effect
@@ -32,6 +32,7 @@ HANDLERS: dict[Effect, str] = {
     Effect.CLOSE_MR: "_close_mr",
     Effect.WITHDRAW_APPROVAL: "_withdraw_approval",
     Effect.UNAPPROVE: "_unapprove",
+    Effect.CALLBACK: "_callback",
 }
 
 #: Kinds that are no `Effect` (the second one is close_mr's member name, not its value).
@@ -91,17 +92,17 @@ def test_an_unknown_kind_never_closes_the_mr_nor_calls_gitlab(h: Harness, kind: 
     assert row["effect"] == kind
     assert row["attempts"] == 1
     assert row["last_error"] == f"dead: unknown outbox effect {kind!r}"
-    assert row["next_attempt_at"] == now + DEAD_RETRY
+    assert row["dead_at"] == now
     assert sample("gitops_outbox_failures_total", UNKNOWN) == failures + 1
     assert sample("gitops_outbox_dead_total", UNKNOWN) == dead + 1
 
-    # a day later it is tried again: still nothing performed, and not counted dead again
-    report = dispatch(now=now + DEAD_RETRY)
-    assert (report.failed, report.unknown, report.dead) == (1, 1, 0)
+    # dead: never claimed again (a day later nothing is tried, nothing counted)
+    report = dispatch(now=now + timedelta(days=1))
+    assert (report.claimed, report.failed, report.unknown, report.dead) == (0, 0, 0, 0)
     assert len(h.double.calls) == calls
     assert h.double.mr(PROJECT, iid).state == "opened"
     assert sample("gitops_outbox_dead_total", UNKNOWN) == dead + 1
-    assert h.unsent(op_id)[0]["attempts"] == 2
+    assert h.unsent(op_id)[0]["attempts"] == 1
 
 
 def test_an_unknown_row_does_not_stop_the_operations_other_effects(h: Harness) -> None:
@@ -122,8 +123,8 @@ def test_each_effect_reaches_its_handler(
     """A row of each Effect is performed by its own handler, and by no other."""
     reached: list[tuple[str, str]] = []
 
-    def recorder(name: str) -> Callable[[object, StatusView], None]:
-        def handler(self: object, view: StatusView) -> None:
+    def recorder(name: str) -> Callable[..., None]:
+        def handler(self: object, view: StatusView, *row: object) -> None:
             reached.append((name, view.operation_id))
 
         return handler

@@ -1,0 +1,1 @@
+"""Operating it: the Prometheus alert rules and what they read."""

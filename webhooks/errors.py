@@ -29,4 +29,9 @@ def init_app(app: Flask) -> None:
         if status == 413 and request.path in _SOURCES:
             DELIVERIES.labels(_SOURCES[request.path], "too_large").inc()
         name = (exc.name or "error").lower().replace(" ", "_")
-        return jsonify(error=name, detail=exc.description), status
+        response = jsonify(error=name, detail=exc.description)
+        # the exception's own headers: a 405's Allow (RFC 9110 15.5.6), a 401's WWW-Authenticate
+        for header, value in exc.get_headers():
+            if header.lower() != "content-type":
+                response.headers[header] = value
+        return response, status

@@ -51,6 +51,15 @@ class FakeQueue:
         return [str(args[0]) for func, args, _ in self.enqueued if func == "jobs.drive.drive"]
 
 
+def fake_services(engine: Engine, **settings: Any) -> Services:
+    """The services of a process on `engine` whose queue is a FakeQueue (settings overridable)."""
+    return Services(
+        settings=Settings(database_url=str(engine.url), **settings),
+        engine=engine,
+        queue=FakeQueue(),
+    )
+
+
 @dataclass
 class Api:
     """The app, its test client and fake queue, with a request helper carrying the token."""

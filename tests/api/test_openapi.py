@@ -1,4 +1,6 @@
-"""The OpenAPI document and the app's routes describe the same service, in both directions."""
+"""The OpenAPI document and the app's routes describe the same service, in both directions: the
+document's paths are generated from the routes' declarations (webhooks/api_contract.py), and a
+route without a declaration, or a declaration without a route, fails here."""
 
 from __future__ import annotations
 
@@ -6,16 +8,13 @@ import re
 from typing import Any
 
 import pytest
-from flask import Flask
+from flask import Blueprint, Flask
 from sqlalchemy.engine import Engine
 
+import webhooks.api
 from tests.api import PUBLIC_URL, Api
-from webhooks.openapi import document
-
-#: Documented ahead of the routes: the webhook receivers are built by other work. While a path is
-#: absent from app.url_map its entry may stand alone; once the route exists it is checked like
-#: every other (method included), so the test is honest now and strict once they land.
-DOCUMENTED_AHEAD = {"/webhooks/gitlab", "/webhooks/approval", "/webhooks/deploy"}
+from webhooks.api_contract import Operation, Routes, drift
+from webhooks.openapi import declarations, document
 
 _METHODS = {"get", "put", "post", "delete", "patch"}
 _IGNORED = {"HEAD", "OPTIONS"}
@@ -48,30 +47,76 @@ def documented_routes(doc: dict[str, Any]) -> set[tuple[str, str]]:
     }
 
 
-def test_every_route_is_documented_and_every_entry_exists(api: Api) -> None:
-    """Each app route is in the document and each documented operation is served by the app."""
-    served = app_routes(api.app)
-    documented = documented_routes(document())
-    served_paths = {path for _, path in served}
-    assert served - documented == set(), "routes missing from webhooks/openapi.py"
-    ahead = {(m, p) for m, p in documented - served if p in DOCUMENTED_AHEAD}
-    assert all(p not in served_paths for _, p in ahead)
-    assert documented - served - ahead == set(), "documented operations the app does not serve"
+def test_every_route_is_declared_and_every_declaration_is_served(api: Api) -> None:
+    """Each app route has one declaration and each declaration's route is served."""
+    found = drift(api.app, declarations())
+    assert found.undeclared == set(), "routes without a declaration (webhooks/api_contract.py)"
+    assert found.unrouted == set(), "declarations of routes the app does not serve"
 
 
-def test_route_comparison_catches_drift(api: Api) -> None:
-    """A route added without an entry, or an entry without its route, is noticed."""
+def test_the_document_is_every_route_of_the_app(api: Api) -> None:
+    """The document's operations are exactly the app's routes, methods included."""
+    assert documented_routes(document(api.app)) == app_routes(api.app)
+
+
+def test_a_route_without_a_declaration_is_drift(api: Api) -> None:
+    """A route added the plain Flask way is named as undeclared (and left out of the
+    document, so the tests above fail on it)."""
 
     @api.app.get("/api/v1/undocumented/<int:n>")
     def undocumented(n: int) -> str:
         return str(n)
 
-    assert ("get", "/api/v1/undocumented/{n}") in app_routes(api.app) - documented_routes(
-        document()
-    )
-    doc = document()
-    doc["paths"]["/api/v1/ghost"] = {"get": {"responses": {"200": {"description": "none"}}}}
-    assert ("get", "/api/v1/ghost") in documented_routes(doc) - app_routes(api.app)
+    found = drift(api.app, declarations())
+    assert found.undeclared == {("get", "/api/v1/undocumented/{n}")}
+    assert ("get", "/api/v1/undocumented/{n}") not in documented_routes(document(api.app))
+    assert documented_routes(document(api.app)) != app_routes(api.app)
+
+
+def test_a_declaration_without_a_route_is_drift(api: Api) -> None:
+    """A declared route on a blueprint the app never registers, a declaration left behind by a
+    removed route, and the same operation declared twice are named as unrouted."""
+    ghosts: list[Operation] = []
+    routes = Routes(Blueprint("ghost", __name__, url_prefix="/api/v1"), registry=ghosts)
+
+    @routes.get("/ghost", summary="Nobody serves this.", tag="meta", responses={})
+    def ghost() -> str:
+        return ""
+
+    left_behind = Operation("delete", "/api/v1/queues", "Gone.", "queues", {})
+    twice = webhooks.api.routes.registry[0]
+    found = drift(api.app, (*declarations(), *ghosts, left_behind, twice))
+    assert found.unrouted == {("get", "/api/v1/ghost"), ("delete", "/api/v1/queues"), twice.key}
+    assert found.undeclared == set()
+    assert "/api/v1/ghost" not in document(api.app)["paths"]
+
+
+def test_only_the_document_is_public_in_the_api(api: Api) -> None:
+    """The declarations' `public` is what the API's authentication lets through: the document
+    alone, and with `security: []` in it."""
+    public = {
+        (method, path)
+        for path, item in document(api.app)["paths"].items()
+        for method, op in item.items()
+        if path.startswith("/api/") and op.get("security") == []
+    }
+    assert public == {("get", "/api/v1/openapi.json")}
+    assert api.call("GET", "/api/v1/openapi.json", token=None).status_code == 200
+    assert api.call("GET", "/api/v1/queues", token=None).status_code == 401
+
+
+def test_the_answers_headers_are_declared_with_their_status(api: Api) -> None:
+    """The headers an answer always carries are in the document at their status, from the
+    declaration's header model, and the app sends them."""
+    create = document(api.app)["paths"]["/api/v1/changes"]["post"]
+    headers = {
+        status: set(answer["headers"])
+        for status, answer in create["responses"].items()
+        if "headers" in answer
+    }
+    assert headers == {"202": {"Location"}, "401": {"WWW-Authenticate"}, "503": {"Retry-After"}}
+    assert create["responses"]["503"]["headers"]["Retry-After"]["schema"]["type"] == "integer"
+    assert "WWW-Authenticate" in api.submit({}, token=None).headers
 
 
 def test_document_is_served_with_this_server(api: Api) -> None:
@@ -93,9 +138,9 @@ def _refs(node: Any) -> list[str]:
     return []
 
 
-def test_document_is_well_formed() -> None:
+def test_document_is_well_formed(api: Api) -> None:
     """Every operation has responses, path parameters are declared, and every $ref resolves."""
-    doc = document()
+    doc = document(api.app)
     schemas = doc["components"]["schemas"]
     for ref in _refs(doc):
         assert ref.startswith("#/components/schemas/"), ref
@@ -111,7 +156,7 @@ def test_document_is_well_formed() -> None:
     assert len(operation_ids) == len(set(operation_ids))
 
 
-def test_error_codes_in_the_api_are_documented() -> None:
+def test_error_codes_in_the_api_are_documented(api: Api) -> None:
     """Every error code webhooks/api.py can answer appears in the document's descriptions."""
     from pathlib import Path
 
@@ -122,7 +167,7 @@ def test_error_codes_in_the_api_are_documented() -> None:
         Path(module.__file__ or "").read_text() for module in (webhooks.api, webhooks.api_body)
     )
     codes = set(re.findall(r'ApiError\(\s*\d{3},\s*"(\w+)"', source)) | {"invalid"}
-    text = str(document())
+    text = str(document(api.app))
     assert codes
     missing = {code for code in codes if f"`{code}`" not in text}
     assert missing == set()

@@ -13,21 +13,30 @@ Anyone who may push to `gitops/<operation>` can change a change after its approv
 `judge` says what is wrong with a rule (pure); `ensure_protection` reads first and then creates
 the rule, or fixes it (PATCH on Premium; unprotect and protect again on CE, where PATCH cannot
 change the lists), and is idempotent.
+
+`merge_right` says, from a project's rules (`list_protection`), whether an account may merge
+into a target branch, as GitLab decides it: the branch is protected when a rule's name matches
+it (`*` matches any characters, `/` included), and then the account needs Developer and an entry
+of a matching rule's push or merge list that lets it in (its user, or a role it has); an
+unprotected branch takes a merge from any Developer.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import quote
 
-from bot.gitlab.calls import delete, get_json, post_json
+from bot.gitlab.calls import delete, get_json, get_list, post_json
 from bot.gitlab.changes import BRANCH_PREFIX
 from bot.gitlab.client import Account, Project
 from bot.gitlab.errors import GitLabRefused, GitLabUnavailable, NotFound, translating
 
 #: The rule the bot keeps on every managed project.
 BOT_BRANCHES = f"{BRANCH_PREFIX}*"
+DEVELOPER = 30
 MAINTAINER = 40
 ROLES = {0: "No one", 30: "Developers + Maintainers", 40: "Maintainers", 60: "Administrators"}
 #: `judge` modes
@@ -165,6 +174,80 @@ def read_protection(project: Project, name: str = BOT_BRANCHES) -> ProtectionVie
     except NotFound:
         return None
     return ProtectionView.from_json(data)
+
+
+def list_protection(project: Project) -> list[ProtectionView]:
+    """Every protected branch rule of the project, wildcards as written (one GET a page)."""
+    rows = get_list(
+        project.gl, f"{project.path}/protected_branches", what="list protected branches"
+    )
+    return [ProtectionView.from_json(row) for row in rows]
+
+
+def covers(rule: str, branch: str) -> bool:
+    """Whether a rule's name (exact, or with `*` wildcards) matches the branch."""
+    if "*" not in rule:
+        return rule == branch
+    return re.fullmatch(".*".join(re.escape(part) for part in rule.split("*")), branch) is not None
+
+
+@dataclass(frozen=True)
+class MergeRight:
+    """Whether an account may merge into a branch: "yes", "no", or "unknown" (only a group
+    entry could let it in, and group memberships are not read), and why."""
+
+    verdict: Literal["yes", "no", "unknown"]
+    text: str
+
+
+def _entry_text(entry: AccessView) -> str:
+    if entry.user_id is not None:
+        return f"user #{entry.user_id}"
+    if entry.group_id is not None:
+        return f"group #{entry.group_id}"
+    if entry.deploy_key_id is not None:
+        return f"deploy key #{entry.deploy_key_id}"
+    return ROLES.get(entry.access_level or 0, f"level {entry.access_level}")
+
+
+def _lets_in(entry: AccessView, user_id: int, level: int) -> bool | None:
+    """Whether the entry lets the account push or merge (None: a group, not judged)."""
+    if entry.user_id is not None:
+        return entry.user_id == user_id
+    if entry.group_id is not None:
+        return None
+    if entry.deploy_key_id is not None:
+        return False
+    # 0 is "No one"; 60 is instance administrators, which a bot account is not taken to be
+    return entry.access_level in {DEVELOPER, MAINTAINER} and level >= (entry.access_level or 0)
+
+
+def merge_right(
+    rules: Sequence[ProtectionView], branch: str, user_id: int, level: int | None
+) -> MergeRight:
+    """Whether the account (its user id and access level on the project) may merge into the
+    branch: GitLab lets whoever may push to it, or merge into it, merge an MR there (pure)."""
+    if (level or 0) < DEVELOPER:
+        return MergeRight("no", f"{branch}: the account is not Developer")
+    matching = [rule for rule in rules if covers(rule.name, branch)]
+    if not matching:
+        return MergeRight("yes", f"{branch} is not protected")
+    groups = False
+    for rule in matching:
+        for kind, entries in (("merge", rule.merge), ("push", rule.push)):
+            for entry in entries:
+                lets_in = _lets_in(entry, user_id, level or 0)
+                if lets_in:
+                    return MergeRight(
+                        "yes", f"{branch}: {_entry_text(entry)} may {kind} (rule {rule.name})"
+                    )
+                groups = groups or lets_in is None
+    allowed = "; ".join(
+        f"rule {rule.name}: merge {', '.join(map(_entry_text, rule.merge)) or 'No one'}, "
+        f"push {', '.join(map(_entry_text, rule.push)) or 'No one'}"
+        for rule in matching
+    )
+    return MergeRight("unknown" if groups else "no", f"{branch} is protected ({allowed})")
 
 
 @dataclass(frozen=True)

@@ -67,6 +67,9 @@ class MrView:
     web_url: str
     head_pipeline_id: int | None
     head_pipeline_status: str | None
+    #: auto-merge is set (`merge_when_pipeline_succeeds`): in a project with merge trains, the
+    #: MR is on a train or waiting for its checks to join one
+    auto_merge: bool = False
 
     @property
     def merged_sha(self) -> str | None:
@@ -106,6 +109,7 @@ class MrView:
             web_url=_str(data, "web_url"),
             head_pipeline_id=_opt_int(pipeline, "id"),
             head_pipeline_status=_opt_str(pipeline, "status"),
+            auto_merge=data.get("merge_when_pipeline_succeeds") is True,
         )
 
 
@@ -128,6 +132,67 @@ class PipelineView:
             ref=_opt_str(data, "ref"),
             status=_str(data, "status"),
             web_url=_str(data, "web_url"),
+        )
+
+
+#: Merge train car statuses still on the train: waiting for a pipeline, its pipeline outdated
+#: (a car ahead left), or its pipeline testing the current merge result.
+CAR_ACTIVE = frozenset({"idle", "stale", "fresh"})
+#: Car statuses of a car that left the train by merging (`skip_merged`: merged around it).
+CAR_MERGED = frozenset({"merged", "skip_merged"})
+
+
+@dataclass(frozen=True)
+class TrainCar:
+    """One MR on a merge train (GitLab's `MergeTrains::Car`), as the Merge Trains API shows it.
+
+    `status`: idle | stale | fresh | merging | merged | skip_merged. The pipeline is the car's
+    merge train pipeline (ref `refs/merge-requests/:iid/train`), None until GitLab started it.
+    """
+
+    id: int
+    iid: int
+    status: str
+    target_branch: str
+    pipeline_id: int | None
+    pipeline_status: str | None
+    #: the merge result the pipeline tests (the cars ahead and the target, with this MR)
+    pipeline_sha: str | None
+    merged_at: datetime | None
+
+    @property
+    def active(self) -> bool:
+        """Still on the train, waiting for its turn or its pipeline."""
+        return self.status in CAR_ACTIVE
+
+    @property
+    def merging(self) -> bool:
+        """GitLab is merging it now."""
+        return self.status == "merging"
+
+    @property
+    def merged(self) -> bool:
+        """It left the train merged."""
+        return self.status in CAR_MERGED
+
+    @property
+    def pipeline_running(self) -> bool:
+        """Its pipeline has not finished (or has not started yet)."""
+        return self.pipeline_status is None or self.pipeline_status in PIPELINE_RUNNING
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> TrainCar:
+        """Parses one car (GET .../merge_trains/merge_requests/:iid, or an entry of a list)."""
+        pipeline = _map(data, "pipeline")
+        return cls(
+            id=int(data.get("id") or 0),
+            iid=int(_map(data, "merge_request").get("iid") or 0),
+            status=_str(data, "status"),
+            target_branch=_str(data, "target_branch"),
+            pipeline_id=_opt_int(pipeline, "id"),
+            pipeline_status=_opt_str(pipeline, "status"),
+            pipeline_sha=_opt_str(pipeline, "sha"),
+            merged_at=_time(data.get("merged_at")),
         )
 
 

@@ -7,19 +7,24 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any, TypeVar
 
 from sqlalchemy import bindparam, insert, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection, Engine
 
 from bot import metrics
+from bot.core.callbacks import delivery_id
 from bot.core.events import Event
 from bot.core.guards import Snapshot
 from bot.core.request import TransitionRequest
 from bot.core.resolve import resolve
 from bot.core.states import BindingState, Flow, Step
+from bot.core.table import Effect
 from bot.errors import Conflict, IllegalTransition, NotOwner, UnknownOperation
-from bot.store import fire_sql
+from bot.store import fire_sql, queue
 from bot.store.models import AUDIT, BINDINGS, OPERATIONS, OUTBOX, utcnow
 from bot.store.writeguard import state_writes
 
@@ -43,6 +48,7 @@ WRITABLE: frozenset[str] = frozenset(
         "version",
         "created_at",
         "updated_at",
+        "callback_url",  # the submitter's, set once at submit
     }
 )
 
@@ -63,13 +69,15 @@ _READ = (
         _bindings.c.state,
         _bindings.c.operation_id.label("owner"),
         _bindings.c.version.label("binding_version"),
+        _bindings.c.state_since,
     )
     .join(_bindings, _bindings.c.id == _ops.c.binding_id)
     .where(_ops.c.id == bindparam("op"))
 )
 
 
-#: Operation columns guards read; like state, they change only through fire() (writeguard).
+#: Operation columns guards read; like state, they change only through fire() (the database
+#: refuses them elsewhere: migration 0006, bot/store/writeguard.py).
 GUARD_COLUMNS = ("step", "mr_iid", "mr_opened_by_bot", "approved_at", "approval_id")
 
 
@@ -87,6 +95,8 @@ class CurrentState:
     state: BindingState
     flow: Flow
     guard_values: Mapping[str, Any]
+    #: when the binding entered `state` (None: not known, from before migration 0005)
+    state_since: datetime | None = None
 
     def snapshot(self, changes: Mapping[str, Any] | None = None) -> Snapshot:
         """The guards' view, with pending changes applied."""
@@ -125,6 +135,7 @@ def load_current(conn: Connection, operation_id: str) -> CurrentState:
         state=BindingState(values["state"]),
         flow=Flow(values["flow"]),
         guard_values={k: values[k] for k in GUARD_COLUMNS},
+        state_since=values["state_since"],
     )
 
 
@@ -216,34 +227,42 @@ def fire_in(
     after = replace(snapshot, approved=snapshot.approved or transition.stamp == "approved_at")
     effects = [e.value for e in transition.effects_for(after)]
     write = write_path(conn.dialect.name)
-    with state_writes(conn):
-        new_version = write(
-            conn,
-            fire_sql.Write(
-                operation_id=operation_id,
-                binding_id=current.binding_id,
-                binding_version=current.binding_version,
-                version=version,
-                from_state=state.value,
-                to_state=transition.target.value,
-                event=event.value,
-                step=transition.step.value,
-                changes=changes,
-                effects=effects,
-                source=request.source.value,
-                actor=request.actor,
-                correlation_id=request.correlation_id,
-                detail=request.detail,
-                now=now,
-            ),
-        )
+    new_version = write(
+        conn,
+        fire_sql.Write(
+            operation_id=operation_id,
+            binding_id=current.binding_id,
+            binding_version=current.binding_version,
+            version=version,
+            from_state=state.value,
+            to_state=transition.target.value,
+            event=event.value,
+            step=transition.step.value,
+            changes=changes,
+            effects=effects,
+            source=request.source.value,
+            actor=request.actor,
+            correlation_id=request.correlation_id,
+            detail=request.detail,
+            now=now,
+        ),
+    )
     if new_version is None:
         raise Conflict(f"{operation_id} moved under us (version {version} is gone)")
+    _follow_queue(conn, operation_id, state, transition.target, now)
+    left = transition.target is not state
+    if left and current.state_since is not None:
+        # observed before the caller commits: fire() commits at once; a fire_in() caller's
+        # rollback after this is rare (a validation body that raises) and only skews the metric
+        metrics.STATE_SECONDS.labels(state.value).observe(
+            max((now - current.state_since).total_seconds(), 0.0)
+        )
     after_current = replace(
         current,
         binding_version=current.binding_version + 1,
         version=new_version,
         state=transition.target,
+        state_since=now if left else current.state_since,
         guard_values={
             **current.guard_values,
             **{k: v for k, v in changes.items() if k in GUARD_COLUMNS},
@@ -253,6 +272,16 @@ def fire_in(
     return TransitionMade(
         operation_id, event, state, transition.target, transition.step, new_version, after_current
     )
+
+
+def _follow_queue(
+    conn: Connection, operation_id: str, old: BindingState, new: BindingState, now: datetime
+) -> None:
+    """Into MERGING: the back of the branch's merge queue; out of it: out of the queue."""
+    if new is BindingState.MERGING and old is not BindingState.MERGING:
+        queue.enter(conn, operation_id, now)
+    elif old is BindingState.MERGING and new is not BindingState.MERGING:
+        queue.leave(conn, operation_id)
 
 
 #: A write path: one transition's CAS, audit and outbox rows; the new version, or None if raced.
@@ -272,7 +301,9 @@ def write_path(dialect: str) -> WritePath:
       embedded default and the test suite's database) has no data-modifying CTEs (a WITH
       clause there may only hold SELECTs), so it needs this one.
 
-    Both run inside the caller's transaction, so a lost race on either writes nothing.
+    Both run inside the caller's transaction, so a lost race on either writes nothing. Each
+    opens the database's state door (bot/store/writeguard.py) itself: the generic path with
+    state_writes(), the CTE in its own statement, for the rest of the transaction.
     tests/db/test_fire.py::test_the_cte_and_the_generic_write_leave_the_same_rows (PostgreSQL
     only) fires the same transitions through both and compares the rows they leave.
     """
@@ -281,27 +312,33 @@ def write_path(dialect: str) -> WritePath:
 
 def _write_generic(conn: Connection, w: fire_sql.Write) -> int | None:
     """Binding CAS, operation CAS, audit row and outbox rows as separate statements."""
-    moved = conn.execute(
-        update(_bindings)
-        .where(
-            _bindings.c.id == w.binding_id,
-            _bindings.c.version == w.binding_version,
-            _bindings.c.operation_id == w.operation_id,
+    with state_writes(conn):
+        moved = conn.execute(
+            update(_bindings)
+            .where(
+                _bindings.c.id == w.binding_id,
+                _bindings.c.version == w.binding_version,
+                _bindings.c.operation_id == w.operation_id,
+            )
+            .values(
+                state=w.to_state,
+                version=w.binding_version + 1,
+                updated_at=w.now,
+                **({"state_since": w.now} if w.to_state != w.from_state else {}),
+            )
         )
-        .values(state=w.to_state, version=w.binding_version + 1, updated_at=w.now)
-    )
-    if moved.rowcount != 1:
-        return None
-    moved = conn.execute(
-        update(_ops)
-        .where(_ops.c.id == w.operation_id, _ops.c.version == w.version)
-        .values(step=w.step, version=w.version + 1, updated_at=w.now, **w.changes)
-    )
-    if moved.rowcount != 1:
-        # the binding update above is rolled back with the caller's transaction
-        return None
-    write_audit_and_outbox(conn, w, w.version + 1)
-    return w.version + 1
+        if moved.rowcount != 1:
+            return None
+        moved = conn.execute(
+            update(_ops)
+            .where(_ops.c.id == w.operation_id, _ops.c.version == w.version)
+            .values(step=w.step, version=w.version + 1, updated_at=w.now, **w.changes)
+        )
+        if moved.rowcount != 1:
+            # the binding update above is rolled back with the caller's transaction
+            return None
+        write_audit_and_outbox(conn, w, w.version + 1)
+        return w.version + 1
 
 
 def write_audit_and_outbox(conn: Connection, w: fire_sql.Write, version: int) -> None:
@@ -334,6 +371,30 @@ def write_audit_and_outbox(conn: Connection, w: fire_sql.Write, version: int) ->
                 for effect in w.effects
             ],
         )
+    if w.phase_changed:
+        _write_callback(conn, w)
+
+
+def _write_callback(conn: Connection, w: fire_sql.Write) -> None:
+    """The phase change's callback row, when the operation has a callback_url: at most one per
+    operation and phase (a second entry into a phase, or the same write twice, adds none)."""
+    wanted = select(_ops.c.callback_url).where(_ops.c.id == w.operation_id)
+    if conn.execute(wanted).scalar_one_or_none() is None:
+        return
+    dialect_insert = pg_insert if conn.dialect.name == "postgresql" else sqlite_insert
+    conn.execute(
+        dialect_insert(OUTBOX)
+        .values(
+            operation_id=w.operation_id,
+            effect=Effect.CALLBACK.value,
+            payload=w.callback_payload(),
+            attempts=0,
+            next_attempt_at=w.now,
+            created_at=w.now,
+            dedupe_key=delivery_id(w.operation_id, w.to_state),
+        )
+        .on_conflict_do_nothing()
+    )
 
 
 T = TypeVar("T")

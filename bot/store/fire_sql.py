@@ -2,8 +2,9 @@
 
 Data-modifying CTEs (PostgreSQL docs, "WITH Queries", 7.8.4) let the whole write take one round
 trip instead of four; every part after the binding CAS reads from the part before it, so a lost
-race writes nothing at all. fire.write_path() picks this on PostgreSQL and says why the generic
-write exists too.
+race writes nothing at all. It opens the database's state door (bot/store/writeguard.py) in the
+same statement. fire.write_path() picks this on PostgreSQL and says why the generic write exists
+too.
 """
 
 from __future__ import annotations
@@ -18,7 +19,10 @@ from typing import Any
 from sqlalchemy import JSON
 from sqlalchemy.engine import Connection
 
+from bot.core.callbacks import delivery_id
+from bot.core.table import Effect
 from bot.store.models import Operation
+from bot.store.writeguard import OPEN_POSTGRES
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +44,20 @@ class Write:
     correlation_id: str | None
     detail: str | None
     now: datetime
+
+    @property
+    def phase_changed(self) -> bool:
+        """Whether this write moves the binding to another state (the API's `phase`)."""
+        return self.to_state != self.from_state
+
+    def callback_payload(self) -> dict[str, Any]:
+        """What a callback row keeps of this phase change (bot/app/callbacks.py sends it)."""
+        return {
+            "phase": self.to_state,
+            "previous_phase": self.from_state,
+            "step": self.step,
+            "at": self.now.isoformat(),
+        }
 
 
 _OP_COLUMNS = {c.name: c for c in Operation.__table__.columns}
@@ -80,10 +98,29 @@ x AS (
   INSERT INTO outbox (operation_id, effect, attempts, next_attempt_at, created_at)
   SELECT :op, e.effect, 0, :now, :now FROM o, (VALUES {values}) AS e(effect)
 )"""
+    if w.phase_changed:
+        # the operation's callback_url asks for it; one row per phase (the unique dedupe_key)
+        params.update(
+            cbk=delivery_id(w.operation_id, w.to_state), cbp=json.dumps(w.callback_payload())
+        )
+        outbox += f""",
+cb AS (
+  INSERT INTO outbox (operation_id, effect, payload, attempts, next_attempt_at, created_at,
+                      dedupe_key)
+  SELECT :op, '{Effect.CALLBACK.value}', CAST(:cbp AS JSON), 0, :now, :now, :cbk
+  FROM o, operations p WHERE p.id = :op AND p.callback_url IS NOT NULL
+  ON CONFLICT DO NOTHING
+)"""
+    # the stay in a state starts when a transition changes it, not at a move within it
+    since = ", state_since = :now" if w.to_state != w.from_state else ""
+    # the door (writeguard.OPEN_POSTGRES) opens in this statement, before the triggers read it:
+    # the binding CAS cannot update its row before the EXISTS over `door` has run, and every
+    # write after it reads from it (a round trip saved over a separate set_config)
     sql = f"""
-WITH b AS (
-  UPDATE bindings SET state = :to_state, version = version + 1, updated_at = :now
-  WHERE id = :bid AND version = :bv AND operation_id = :op
+WITH door AS ({OPEN_POSTGRES}),
+b AS (
+  UPDATE bindings SET state = :to_state, version = version + 1, updated_at = :now{since}
+  WHERE id = :bid AND version = :bv AND operation_id = :op AND EXISTS (SELECT 1 FROM door)
   RETURNING id
 ),
 o AS (

@@ -322,6 +322,9 @@ def _rows(db: Engine, op_id: str) -> dict[str, Any]:
     for row in (*audit, *outbox):
         row.pop("id")
         row.pop("operation_id")
+    for row in outbox:
+        if row["dedupe_key"] is not None:  # a callback's `<operation id>:<phase>`
+            row["dedupe_key"] = row["dedupe_key"].replace(op_id, "-")
     outbox.sort(key=lambda r: (r["created_at"], r["effect"]))
     return {"operation": op, "binding": binding, "audit": audit, "outbox": outbox}
 
@@ -330,7 +333,14 @@ def _walk(db: Engine, flow: Flow, subject_id: str) -> list[Any]:
     """Submits a request and fires its flow's whole happy path (with a lost race in the middle),
     with fixed times and JSON, NULL, stamped and plain changes: each result, the rows after it."""
     op_id = submit(
-        db, make_request(flow=flow, subject_id=subject_id, title="parity"), now=T0
+        db,
+        make_request(
+            flow=flow,
+            subject_id=subject_id,
+            title="parity",
+            callback_url="https://hooks.example.com/parity",
+        ),
+        now=T0,
     ).operation_id
     results: list[Any] = []
     held = None
@@ -396,3 +406,7 @@ def test_the_cte_and_the_generic_write_leave_the_same_rows(
     last = cte[-1]
     assert len(last["audit"]) == last["operation"]["version"] == len(PATHS[flow]) + 1
     assert last["outbox"]  # the comparison covers outbox rows, not two empty lists
+    # and the callback rows, one per phase entered
+    assert sum(r["effect"] == "callback" for r in last["outbox"]) == len(
+        {a["to_state"] for a in last["audit"]}
+    )

@@ -9,6 +9,7 @@ re-check a moved head...). `detailed_merge_status` tells why GitLab refused (405
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -31,7 +32,7 @@ WAIT_SECONDS = 10.0
 #: Suggested seconds before polling `rebase_status` after REBASE_STARTED.
 REBASE_POLL_SECONDS = 5.0
 #: Statuses that pass on their own: GitLab is still checking, CI runs, approvals sync.
-_WAIT_STATUSES = frozenset(
+WAIT_STATUSES = frozenset(
     {"checking", "unchecked", "ci_still_running", "approvals_syncing", "preparing", "mergeable"}
 )
 #: Refusals that no re-read can explain: the token may not merge, or the MR is gone.
@@ -72,22 +73,38 @@ def _wait(detail: str, status_code: int | None = None) -> MergeResult:
     )
 
 
-def _rebase(project: Project, iid: int) -> MergeResult:
-    """Asks GitLab to rebase the source branch; 202 only means queued (poll rebase_status)."""
+#: Called right before GitLab is asked to rebase (the caller records that it asks, so a crash
+#: after GitLab queued the rebase does not leave a rebased head nobody knows the bot asked for).
+BeforeRebase = Callable[[], None] | None
+
+
+def rebase(project: Project, iid: int, before: BeforeRebase = None) -> MergeResult:
+    """Asks GitLab to rebase the source branch; 202 only means queued (poll rebase_status).
+    `before` is called right before the call."""
+    if before is not None:
+        before()
     try:
         put_json(project.gl, f"{project.mr_path(iid)}/rebase", what=f"rebase !{iid}", data={})
     except UnknownOutcome:
         pass  # queued or not, rebase_status tells; merging again re-asks if it was lost
     except GitLabConflict as err:
         return _wait("rebase could not be queued", err.status_code)  # "failed to enqueue"
-    log.info("rebase started", extra={"project": str(project.id), "mr_iid": iid})
+    log.info("rebase started", extra={"gitlab_project": str(project.id), "mr_iid": iid})
     return MergeResult(
         MergeOutcome.REBASE_STARTED, retry_in=REBASE_POLL_SECONDS, detail="need_rebase"
     )
 
 
-def _settled(project: Project, mr: MrView, sha: str) -> MergeResult | None:
-    """The outcome the MR's state alone decides, or None when only a merge attempt can tell."""
+def _settled(
+    project: Project,
+    mr: MrView,
+    sha: str,
+    *,
+    approved_now: bool = False,
+    before_rebase: BeforeRebase = None,
+) -> MergeResult | None:
+    """The outcome the MR's state alone decides, or None when only a merge attempt can tell.
+    `approved_now`: the caller approved since `mr` was read, so its "not_approved" is stale."""
     if mr.state == "merged":
         return _merged(mr)
     if mr.state == "closed":
@@ -102,17 +119,19 @@ def _settled(project: Project, mr: MrView, sha: str) -> MergeResult | None:
         )
     status = mr.detailed_merge_status
     if status == "need_rebase":
-        return _rebase(project, mr.iid)
+        return rebase(project, mr.iid, before_rebase)
     if status == "conflict" or (status is None and mr.has_conflicts):
         return MergeResult(MergeOutcome.REBASE_CONFLICT, detail="conflict")
-    if status == "not_approved":
+    if status == "not_approved" and not approved_now:
         return MergeResult(MergeOutcome.NOT_APPROVED, detail=status)
     return None
 
 
-def _classify(project: Project, mr: MrView, sha: str, status_code: int) -> MergeResult:
+def _classify(
+    project: Project, mr: MrView, sha: str, status_code: int, before_rebase: BeforeRebase = None
+) -> MergeResult:
     """Why the merge was refused, read from the MR after the refusal, as the next step."""
-    settled = _settled(project, mr, sha)
+    settled = _settled(project, mr, sha, before_rebase=before_rebase)
     if settled is not None:
         return settled
     status = mr.detailed_merge_status
@@ -120,9 +139,9 @@ def _classify(project: Project, mr: MrView, sha: str, status_code: int) -> Merge
         if status_code == 406:
             return MergeResult(MergeOutcome.REBASE_CONFLICT, detail="conflict", status_code=406)
         if status_code == 422:  # "Branch cannot be merged": most often behind the target
-            return _rebase(project, mr.iid)
+            return rebase(project, mr.iid, before_rebase)
         return _wait(mr.merge_error or "not mergeable yet", status_code)
-    if status in _WAIT_STATUSES:
+    if status in WAIT_STATUSES:
         return _wait(status, status_code)
     if status == "ci_must_pass":
         if mr.head_pipeline_status is None or mr.pipeline_running:
@@ -136,14 +155,31 @@ def _classify(project: Project, mr: MrView, sha: str, status_code: int) -> Merge
     return MergeResult(MergeOutcome.BLOCKED, detail=status, status_code=status_code)
 
 
-def merge(project: Project, iid: int, sha: str, *, mr: MrView | None = None) -> MergeResult:
+def merge(
+    project: Project,
+    iid: int,
+    sha: str,
+    *,
+    mr: MrView | None = None,
+    approved_now: bool = False,
+    before_rebase: BeforeRebase = None,
+) -> MergeResult:
     """Merges MR `iid` if its head is still `sha` (removing the source branch); never waits.
 
     Calls: one read (none when the caller passes the MR it has just read and checked); then at
-    most one merge and one re-read, or one rebase request.
+    most one merge and one re-read, or one rebase request. `approved_now`: the caller's
+    approvals came after it read `mr` (its "not_approved" is not held against the merge; a
+    refusal is read again and classified as ever). `before_rebase` is called right before a
+    rebase is asked for (a rebase starts from `sha`).
     """
-    extra = {"project": str(project.id), "mr_iid": iid, "sha": sha}
-    settled = _settled(project, mr if mr is not None else read_mr(project, iid), sha)
+    extra = {"gitlab_project": str(project.id), "mr_iid": iid, "sha": sha}
+    settled = _settled(
+        project,
+        mr if mr is not None else read_mr(project, iid),
+        sha,
+        approved_now=approved_now,
+        before_rebase=before_rebase,
+    )
     if settled is not None:
         return settled
     data = {"sha": sha, "should_remove_source_branch": True}
@@ -166,7 +202,7 @@ def merge(project: Project, iid: int, sha: str, *, mr: MrView | None = None) -> 
     except GitLabRefused as err:
         if err.status_code is None or err.status_code in _HARD_REFUSALS:
             raise
-        result = _classify(project, read_mr(project, iid), sha, err.status_code)
+        result = _classify(project, read_mr(project, iid), sha, err.status_code, before_rebase)
         log.info(
             "merge refused", extra={**extra, "status_code": err.status_code, "next": result.outcome}
         )
@@ -193,6 +229,8 @@ class RebaseStatus:
     state: RebaseState
     sha: str | None
     merge_error: str | None = None
+    #: the MR as this poll read it (the caller needs no second read)
+    mr: MrView | None = None
 
 
 def rebase_status(project: Project, iid: int, *, before_sha: str | None = None) -> RebaseStatus:
@@ -202,9 +240,10 @@ def rebase_status(project: Project, iid: int, *, before_sha: str | None = None) 
     """
     mr = read_mr(project, iid)
     if mr.rebase_in_progress:
-        return RebaseStatus(RebaseState.IN_PROGRESS, mr.sha)
+        return RebaseStatus(RebaseState.IN_PROGRESS, mr.sha, mr=mr)
     if before_sha is not None and mr.sha != before_sha:
-        return RebaseStatus(RebaseState.DONE, mr.sha)  # a merge_error left would be an old one
+        # a merge_error left would be an old one
+        return RebaseStatus(RebaseState.DONE, mr.sha, mr=mr)
     if mr.merge_error:
-        return RebaseStatus(RebaseState.FAILED, mr.sha, mr.merge_error)
-    return RebaseStatus(RebaseState.DONE, mr.sha)
+        return RebaseStatus(RebaseState.FAILED, mr.sha, mr.merge_error, mr=mr)
+    return RebaseStatus(RebaseState.DONE, mr.sha, mr=mr)

@@ -5,7 +5,9 @@ Usage: .venv/bin/python -m tests.bench.bench_calls [--changes 50]
 1. One change per order from submission to VALIDATED with every webhook in time, the outbox
    dispatched (status comment and label writes included): the calls the double answered, by
    kind (target: at most 22 per change with the integrity check, 20 before it; 0 poll reads
-   for a wait whose webhook came in time).
+   for a wait whose webhook came in time). Changes are submitted through the REST API as a
+   portal does, so the read of the project's `.gitops/bot.yml` at submission (on by default,
+   GITOPS_POLICY_FILES) is counted.
 2. `--changes` changes per order pushed through the whole flow at once, in this process,
    against the double with zero latency: changes per minute.
 """
@@ -24,9 +26,13 @@ import responses
 
 from bot.core.states import BindingState, Flow
 from bot.store.engine import make_engine
+from bot.store.flags import set_flag
 from bot.store.migrate import upgrade
 from jobs.outbox import dispatch
-from tests.workflow.harness import Bot
+from tests.workflow.harness import PROJECT, Bot
+
+#: The REST API's bearer token in the harness.
+API_AUTH = {"Authorization": "Bearer api-token"}
 
 
 def kind(method: str, path: str) -> str:
@@ -35,10 +41,30 @@ def kind(method: str, path: str) -> str:
     return f"{method} {'/'.join(parts[3:]) if len(parts) > 3 else path}"
 
 
+def submit_api(
+    bot: Bot, flow: Flow, subject_id: str, path: str = "config/prod.yaml", title: str = ""
+) -> str:
+    """POST /api/v1/changes writing `path` (the order flag set to `flow` first, as an operator
+    would), answered 202; the operation id."""
+    set_flag(bot.services.engine, "workflow.order", flow.value)
+    body = {
+        "subject_id": subject_id,
+        "target_key": path,
+        "project": PROJECT,
+        "target_branch": "main",
+        "title": title or f"Scale {subject_id}",
+        "requested_by": "alice",
+        "files": [{"path": path, "content": "replicas: 3\n"}],
+    }
+    answer = bot.client.post("/api/v1/changes", json=body, headers=API_AUTH)
+    assert answer.status_code == 202, answer.get_json()
+    return str(answer.get_json()["operation_id"])
+
+
 def one_change(bot: Bot, flow: Flow, n: int) -> tuple[int, Counter[str]]:
     """Calls made for one change of this flow, webhooks in time, outbox dispatched."""
     start = len(bot.gitlab.calls)
-    op_id = bot.request(flow, subject_id=f"svc-{flow.value}-{n}")
+    op_id = submit_api(bot, flow, f"svc-{flow.value}-{n}")
     steps = (
         [bot.approve, None, bot.pass_pipeline, None, bot.deployed]
         if flow is Flow.APPROVE_FIRST
@@ -64,7 +90,7 @@ def measure(changes: int = 50) -> dict[str, Any]:
     ):
         engine = make_engine(f"sqlite:///{Path(tmp) / 'bench.sqlite3'}")
         upgrade(engine)
-        bot = Bot(engine, fakeredis.FakeRedis(), rsps)
+        bot = Bot(engine, fakeredis.FakeRedis(), rsps)  # policy files on, as by default
         try:
             for flow in Flow:
                 one_change(bot, flow, 0)  # warm up (first GET /user per account, caches)
@@ -79,7 +105,7 @@ def measure(changes: int = 50) -> dict[str, Any]:
                 figures[f"mr_reads_{flow.value}"] = polls
             started = time.perf_counter()
             ops = [
-                bot.request(flow, subject_id=f"many-{flow.value}-{i}")
+                submit_api(bot, flow, f"many-{flow.value}-{i}")
                 for i in range(changes)
                 for flow in Flow
             ]

@@ -8,7 +8,9 @@ is stored and enqueued). Prints:
 - throughput of each under the same closed-loop load (wrk when installed, else Python threads)
   and the ratio bot/bare (target >= 0.5);
 - ack latency p50/p99/max at a paced 250 requests/s for `--seconds` (target p99 < 50 ms, no
-  response over 1 s, no non-2xx).
+  response over 1 s, no non-2xx);
+- the bot's throughput again with its logs as text instead of JSON lines (GITOPS_LOG_FORMAT),
+  and the ratio json/text: what the structured logs cost the ack path (target: nothing).
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ import http.client
 import os
 import re
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -35,6 +36,7 @@ from redis import Redis
 from sqlalchemy import text
 
 from bot.store.engine import make_engine
+from tests.ports import free_port
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "merge_request.json"
 SECRET = "bench-secret"
@@ -46,12 +48,6 @@ HEADERS = {
     "X-Gitlab-Token": SECRET,
     "Content-Type": "application/json",
 }
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @contextmanager
@@ -269,17 +265,21 @@ def measure(
         "rate": rate,
     }
     try:
-        for name, app in (
-            ("bare", "tests.bench.bare_app:create_app()"),
-            ("bot", "gitops_bot.wsgi:create_app()"),
+        for name, app, log_format in (
+            ("bare", "tests.bench.bare_app:create_app()", "json"),
+            ("bot", "gitops_bot.wsgi:create_app()", "json"),
+            ("bot_text", "gitops_bot.wsgi:create_app()", "text"),
         ):
             pids: list[int] = []
-            with gunicorn(app, env, pids) as port:
+            with gunicorn(app, {**env, "GITOPS_LOG_FORMAT": log_format}, pids) as port:
                 throughput, bad = (
                     wrk_rate(port, FIXTURE, seconds)
                     if use_wrk
                     else python_rate(port, body, seconds)
                 )
+                if name == "bot_text":  # throughput only: the side-by-side with "bot"
+                    figures[name] = {"throughput": throughput, "non_2xx": bad}
+                    continue
                 latencies, paced_bad = paced(port, body, rate, seconds)
                 if profile and name == "bot":
                     figures["profile"] = profiled_load(pids[0], port, body, seconds, use_wrk)
@@ -300,6 +300,7 @@ def measure(
         admin.dispose()
         Redis.from_url(redis_url).flushdb()
     figures["ratio"] = figures["bot"]["throughput"] / figures["bare"]["throughput"]
+    figures["json_ratio"] = figures["bot"]["throughput"] / figures["bot_text"]["throughput"]
     return figures
 
 
@@ -326,6 +327,11 @@ def main() -> None:
             f"non-2xx {f['non_2xx']}, {f['requests']} requests"
         )
     print(f"throughput ratio bot/bare = {figures['ratio']:.2f}   (target >= 0.5)")
+    text_rate = figures["bot_text"]["throughput"]
+    print(
+        f"bot with text logs {text_rate:8.0f} req/s; JSON logs / text logs = "
+        f"{figures['json_ratio']:.2f}   (target: about 1, what structured logs cost an ack)"
+    )
     print(f"deliveries stored by the bot: {figures['stored']}")
     if figures.get("profile"):
         print(figures["profile"])

@@ -35,8 +35,9 @@ from bot.store.engine import make_engine
 from bot.store.migrate import upgrade
 from bot.store.models import AUDIT, utcnow
 from jobs.connection import QUEUE_NAME
-from tests.bench.bench_ingress import free_port, gunicorn
+from tests.bench.bench_ingress import gunicorn
 from tests.bench.seed import seed
+from tests.ports import free_port
 
 SCHEMA = "gitops_bench_latency"
 SECRET = "bench-approval-secret"

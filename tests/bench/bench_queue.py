@@ -11,13 +11,14 @@ finish, and 60 s shows the race the issue describes.
 
 The whole bot runs in this process (tests/workflow/harness.py: the real app and jobs, SQLite,
 the in-process queue on fakeredis) against the GitLab double, on a simulated clock (freezegun):
-nothing sleeps, the clock jumps to the next thing due. The project merges by fast-forward; every
-MR pipeline succeeds `--pipeline-seconds` after it starts and every rebase GitLab queues
-completes `--rebase-seconds` after it was asked (the double's `pipeline_seconds` and
-`rebase_seconds`); GitLab sends its webhooks (MR, pipeline, note events) to the bot as they
-happen. A merge takes no time in the double, so the ideal serial time of n changes is
-n x (rebase + pipeline + 0). The approval system approves each change as soon as it is
-submitted (approve-first flow), and the deployment signal comes as soon as it merged. The
+nothing sleeps, the clock jumps to the next thing due. Changes are submitted through the REST
+API with policy files on (the default), so the read of `.gitops/bot.yml` at submission counts.
+The project merges by fast-forward; every MR pipeline succeeds `--pipeline-seconds` after it
+starts and every rebase GitLab queues completes `--rebase-seconds` after it was asked (the
+double's `pipeline_seconds` and `rebase_seconds`); GitLab sends its webhooks (MR, pipeline, note
+events) to the bot as they happen. A merge takes no time in the double, so the ideal serial time
+of n changes is n x (rebase + pipeline + 0). The approval system approves each change as soon as
+it is submitted (approve-first flow), and the deployment signal comes as soon as it merged. The
 periodic jobs run at their intervals on the same clock: the outbox (status comments, labels;
 their GitLab calls count) and the sweep; the hooks check and reconcile do not run (one call per
 project per interval, not per change; nothing is left for reconcile).
@@ -264,7 +265,7 @@ def burst(n: int, pipeline_seconds: float, rebase_seconds: float) -> Burst:
     ):
         engine = make_engine(f"sqlite:///{Path(tmp) / 'bench.sqlite3'}")
         upgrade(engine)
-        bot = Bot(engine, fakeredis.FakeRedis(), rsps)
+        bot = Bot(engine, fakeredis.FakeRedis(), rsps)  # policy files on, as by default
         try:
             measure_burst(bot, clock, result)
         finally:
@@ -306,13 +307,10 @@ def path(i: int) -> str:
 
 
 def submit(bot: Bot, i: int) -> str:
-    """Change i, approve-first, to main; the operation id."""
-    return bot.request(
-        Flow.APPROVE_FIRST,
-        subject_id=f"svc-{i}",
-        target_key=path(i),
-        title=f"Scale svc-{i}",
-        files=[{"path": path(i), "content": "replicas: 3\n"}],
+    """Change i, approve-first, to main, through the REST API (the policy file's read at
+    submission counted); the operation id."""
+    return bench_calls.submit_api(
+        bot, Flow.APPROVE_FIRST, f"svc-{i}", path=path(i), title=f"Scale svc-{i}"
     )
 
 
@@ -479,7 +477,9 @@ def section(results: Sequence[Burst], *, with_baseline: bool = True) -> list[str
         "the in-process queue, webhooks as GitLab sends them, the outbox and sweep at their "
         "intervals); real time is what the burst took on this machine. GitLab calls count "
         "everything the double answered from submission to the end (status comments, labels, "
-        "polls), after one uncounted warm-up change.",
+        "polls, and the read of the project's `.gitops/bot.yml` at submission: changes are "
+        "submitted through the REST API with policy files on, the default), after one "
+        "uncounted warm-up change.",
         "",
     ]
     lines += ["This run:", "", *table(results)]

@@ -178,6 +178,14 @@ def main() -> None:
             f"ratio {ing['ratio']:.2f}",
         ),
         Figure(
+            "Webhook ack throughput with JSON log lines vs text log lines (GITOPS_LOG_FORMAT)",
+            f"{bot['throughput']:.0f} req/s",
+            f"{ing['bot_text']['throughput']:.0f} req/s",
+            "ratio >= 0.95 (structured logs cost the ack nothing)",
+            ing["json_ratio"] >= 0.95,
+            f"ratio {ing['json_ratio']:.2f}; the ack path logs no line per accepted delivery",
+        ),
+        Figure(
             f"Webhook ack latency at {ing['rate']} req/s (p50 / p99 / max)",
             f"{bot['p50_ms']:.1f} / {bot['p99_ms']:.1f} / {bot['max_ms']:.1f} ms",
             f"bare: {bare['p50_ms']:.1f} / {bare['p99_ms']:.1f} / {bare['max_ms']:.1f} ms",

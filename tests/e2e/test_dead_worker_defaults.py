@@ -2,10 +2,11 @@
 minute, not after GITOPS_STEP_TIMEOUT (600 s).
 
 The step's lease is short (GITOPS_STEP_LEASE, 30 s) and renewed at every GitLab call while the
-step runs; a killed worker stops renewing it, and the sweep (every GITOPS_SWEEP_INTERVAL, 30 s)
+step runs; a killed worker stops renewing it, and the sweep (every GITOPS_SWEEP_INTERVAL, 20 s)
 re-drives an operation whose lease has expired whatever its deadline. So the worst case is
-lease + sweep interval = 60 s. The other timings stay the e2e world's short ones, except the
-two that decide this: the step timeout and the sweep interval are the defaults.
+lease + sweep interval = 50 s. The other timings stay the e2e world's short ones, except the
+ones that decide this: the step timeout (and with it the lease) and the sweep interval are the
+defaults, taken from Settings.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import time
 
 import pytest
 
+from bot.config import Settings
 from bot.core.states import BindingState as S
 from bot.core.states import Flow, Step
 from tests.e2e.cluster import wait_until
@@ -23,8 +25,12 @@ from tests.e2e.world import World
 
 pytestmark = pytest.mark.e2e
 
-#: The defaults (README "Configuration") of the two settings recovery depends on.
-DEFAULTS = {"GITOPS_STEP_TIMEOUT": "600", "GITOPS_SWEEP_INTERVAL": "30"}
+#: The defaults (README "Configuration") of the settings recovery depends on.
+DEFAULTS = {
+    "GITOPS_STEP_TIMEOUT": str(Settings.step_timeout),
+    "GITOPS_STEP_LEASE": str(Settings.step_lease),
+    "GITOPS_SWEEP_INTERVAL": str(Settings.sweep_interval),
+}
 #: How long the scenario gives the change: more than lease + sweep interval, far less than the
 #: step timeout the change waited for before (a miss here is a change stuck for ten minutes).
 MOVES_WITHIN = 90.0

@@ -17,8 +17,9 @@ pytestmark = pytest.mark.e2e
 
 
 def test_a_slow_pipeline_after_the_bots_rebase_still_ends_validated(world: World) -> None:
-    """Rebase tiers of 3 s, a pipeline on the rebased head that takes longer: pending; then it
-    passes and GitLab's webhook resumes the change (the slow pending poll is an hour away)."""
+    """Rebase and pipeline tiers of 3 s, a pipeline on the rebased head that takes longer:
+    pending; then it passes and GitLab's webhook resumes the change (the slow pending poll is
+    an hour away)."""
     set_flag(world.engine, "poll.rebase_tiers", [[1, 3]])
     set_flag(world.engine, "poll.pending_tiers", [[3600, 1]])
     world.configure_project(merge_method="ff")
@@ -30,6 +31,10 @@ def test_a_slow_pipeline_after_the_bots_rebase_still_ends_validated(world: World
     before = world.op(op_id)["head_sha"]
     world.gitlab.advance_branch(PROJECT)
     world.set_mr_pipeline(iid, "success")  # passes on the head the MR was opened with
+    wait_until(lambda: world.op(op_id)["step"] == Step.HANDLE_REBASING, SETTLE, "the bot's rebase")
+    # the rebased head's pipeline is a pipeline wait: short tiers from now on (read per poll)
+    set_flag(world.engine, "poll.pipeline_tiers", [[1, 3]])
+    set_flag(world.engine, "poll.covered_tiers", [[1, 3]])  # its pipeline webhooks arrive
     wait_until(
         lambda: world.op(op_id)["step"] == Step.HANDLE_PIPELINE_PENDING,
         SETTLE,

@@ -1,0 +1,76 @@
+"""`gitops-bot policy check [FILE]`: problems as file:line:col and exit 1, a valid file "ok"
+and exit 0; `policy schema` prints the committed schema."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gitops_bot.cli import main
+
+SCHEMA = Path(__file__).resolve().parents[2] / "docs" / "policy.schema.json"
+
+
+def invoke(*args: str) -> tuple[int, str]:
+    """Runs `gitops-bot <args>`; (exit code, stdout and stderr)."""
+    result = CliRunner().invoke(main, list(args), env={"GITOPS_DATABASE_URL": None})
+    return result.exit_code, result.output
+
+
+def test_a_valid_file_is_ok(tmp_path: Path) -> None:
+    """A valid file exits 0 and says what it sets."""
+    file = tmp_path / "bot.yml"
+    file.write_text("version: 1\nworkflow: {order: mr_first}\npaths: {allowed: [config/]}\n")
+    code, out = invoke("policy", "check", str(file))
+    assert code == 0
+    assert out.strip() == f"{file}: ok: version 1; sets paths, workflow"
+
+
+def test_the_default_file_is_read_from_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without FILE, .gitops/bot.yml of the current directory is checked."""
+    (tmp_path / ".gitops").mkdir()
+    (tmp_path / ".gitops" / "bot.yml").write_text("approvals: {required: 0}\n")
+    monkeypatch.chdir(tmp_path)
+    code, out = invoke("policy", "check")
+    assert code == 1
+    assert out.startswith(".gitops/bot.yml:1:23: approvals.required:")
+
+
+def test_every_problem_is_printed_with_its_position(tmp_path: Path) -> None:
+    """Two schema violations: two file:line:col lines, exit 1."""
+    file = tmp_path / "bot.yml"
+    file.write_text("version: 2\ndeploy:\n  timeout: -1\n")
+    code, out = invoke("policy", "check", str(file))
+    assert code == 1
+    lines = out.strip().splitlines()
+    assert [line.split(": ")[0] for line in lines] == [f"{file}:1:10", f"{file}:3:12"]
+
+
+def test_a_yaml_syntax_error_and_a_missing_file(tmp_path: Path) -> None:
+    """Broken YAML names its line; a file that is not there exits 1 too."""
+    file = tmp_path / "bot.yml"
+    file.write_text("paths:\n  allowed: [config/\n")
+    code, out = invoke("policy", "check", str(file))
+    assert (code, out.split(": ")[0]) == (1, f"{file}:3:1")
+    code, out = invoke("policy", "check", str(tmp_path / "absent.yml"))
+    assert code == 1
+    assert "cannot read" in out
+
+
+def test_policy_schema_prints_the_committed_schema() -> None:
+    """`gitops-bot policy schema` is how docs/policy.schema.json is regenerated."""
+    code, out = invoke("policy", "schema")
+    assert (code, out) == (0, SCHEMA.read_text(encoding="utf-8"))
+
+
+def test_a_deeply_nested_file_is_a_problem_not_a_traceback(tmp_path: Path) -> None:
+    """A file nested far deeper than a policy needs, under the size limit: one file:line:col
+    line and exit 1, as for any broken file."""
+    file = tmp_path / "deep.yml"
+    file.write_text("paths: " + "[" * 600 + "]" * 600 + "\n")
+    code, out = invoke("policy", "check", str(file))
+    assert (code, out.strip()) == (1, f"{file}:1:39: nested deeper than 32 levels")

@@ -8,8 +8,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bot.core.callbacks import parse_allowed
+
 #: The embedded default's database when GITOPS_DATABASE_URL is unset.
 EMBEDDED_DATABASE_URL = "sqlite:///gitops-bot.sqlite3"
+#: The longest a completion callback may take, whatever GITOPS_GITLAB_TIMEOUT says (seconds).
+CALLBACK_TIMEOUT_MAX = 5.0
 
 
 def _csv(value: str | None) -> tuple[str, ...]:
@@ -47,6 +51,16 @@ def _positive_int(env: Mapping[str, str], key: str, default: int, unit: str = "s
     return value
 
 
+def _optional_port(env: Mapping[str, str], key: str) -> int | None:
+    """A TCP port, or None when the variable is unset or empty."""
+    raw = env.get(key, "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit() or not 1 <= int(raw) <= 65535:
+        raise ValueError(f"{key} must be a TCP port (1-65535), got {raw!r}")
+    return int(raw)
+
+
 def _non_negative_int(env: Mapping[str, str], key: str, default: int) -> int:
     value = _int(env, key, default)
     if value < 0:
@@ -65,6 +79,46 @@ def _positive_seconds(env: Mapping[str, str], key: str, default: float) -> float
     if not (math.isfinite(value) and value > 0):
         raise ValueError(f"{key} must be a positive number of seconds, got {raw!r}")
     return value
+
+
+#: GITOPS_LOG_FORMAT's values: one JSON object a line, or structlog's console lines.
+LOG_FORMATS = ("json", "text")
+#: The level names GITOPS_LOG_LEVEL and GITOPS_RQ_LOG_LEVEL take (any case).
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def _choice(env: Mapping[str, str], key: str, choices: tuple[str, ...], default: str) -> str:
+    raw = env.get(key, "").strip()
+    if not raw:
+        return default
+    for choice in choices:
+        if raw.casefold() == choice.casefold():
+            return choice
+    raise ValueError(f"{key} must be one of {', '.join(choices)}, got {raw!r}")
+
+
+@dataclass(frozen=True)
+class LogSettings:
+    """How a process logs, read apart from the rest so that every command (even one whose
+    other settings are wrong) can log its complaint."""
+
+    #: "json" or "text"; None: text when stderr is a terminal, JSON lines otherwise
+    format: str | None = None
+    #: the level of the bot's own lines and everything else but RQ's
+    level: str = "INFO"
+    #: the level of RQ's and rq-scheduler's own lines (a few per job at INFO)
+    rq_level: str = "WARNING"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> LogSettings:
+        """Reads GITOPS_LOG_FORMAT, GITOPS_LOG_LEVEL and GITOPS_RQ_LOG_LEVEL."""
+        env = os.environ if env is None else env
+        fmt = env.get("GITOPS_LOG_FORMAT", "").strip()
+        return cls(
+            format=_choice(env, "GITOPS_LOG_FORMAT", LOG_FORMATS, "") if fmt else None,
+            level=_choice(env, "GITOPS_LOG_LEVEL", LOG_LEVELS, cls.level),
+            rq_level=_choice(env, "GITOPS_RQ_LOG_LEVEL", LOG_LEVELS, cls.rq_level),
+        )
 
 
 @dataclass(frozen=True)
@@ -90,6 +144,10 @@ class Settings:
     api_token: str = field(default="", repr=False)
     public_url: str = "http://127.0.0.1:8000"
     allowed_paths: tuple[str, ...] = ()
+    #: whether each managed repository's `.gitops/bot.yml` is read when a change starts (on by
+    #: default: one GitLab read per change; off: the environment's settings apply to every
+    #: project, and the file stays a protected path)
+    policy_files: bool = True
     #: a request header set by a trusted proxy that lets a request into the dashboard
     #: (e.g. X-Forwarded-User); unset: the dashboard takes the API token only
     dashboard_header: str = ""
@@ -97,8 +155,9 @@ class Settings:
     #: API submissions and MR commands; always also the projects the hooks check looks at
     projects: tuple[str, ...] = ()
     port: int = 8000
-    #: seconds between sweeps of operations past their deadline
-    sweep_interval: int = 30
+    #: seconds between sweeps of operations past their deadline (and of expired step leases:
+    #: a killed worker's change moves again within step_lease + sweep_interval = 50 s)
+    sweep_interval: int = 20
     #: seconds between outbox dispatches (status comments, labels, closes, withdrawals)
     outbox_interval: int = 5
     #: a running step (not a wait on people) past this is re-driven
@@ -119,16 +178,34 @@ class Settings:
     max_body_bytes: int = 1_048_576
     #: times a stored delivery may fail processing before it is quarantined with its last error
     inbox_max_attempts: int = 5
+    #: failed tries of one outbox row (any failure) before it is dead: never tried again until
+    #: an operator retries it; a refusal (4xx, an unexpected error) ends it after at most 8
+    outbox_max_attempts: int = 30
     #: seconds during which one user gets at most one reply (refusal or help) per MR
     reply_window: int = 600
     #: seconds a client has to send a request's headers, and then its body: a stalled body is
     #: answered 408 and stalled headers close the connection, so a slow client frees its thread
     body_timeout: int = 10
+    #: the hosts an API submitter's `callback_url` may name (`host`, `host:port`, optionally after
+    #: `http://` to allow plain HTTP): compared exactly; empty: no callback is accepted
+    callback_hosts: tuple[str, ...] = ()
+    #: the key completion callbacks are signed with; unset: no callback is accepted
+    callback_secret: str = field(default="", repr=False)
+    #: GITOPS_LOG_FORMAT, GITOPS_LOG_LEVEL, GITOPS_RQ_LOG_LEVEL
+    logs: LogSettings = field(default_factory=LogSettings)
+    #: the port on which `gitops-bot worker` answers /metrics with what it counts (steps,
+    #: deliveries, outbox sends, approval calls); unset: none (one port per worker process)
+    worker_metrics_port: int | None = None
 
     @property
     def lease_seconds(self) -> int:
         """The lease a running step takes: GITOPS_STEP_LEASE, never longer than a step timeout."""
         return min(self.step_lease, self.step_timeout)
+
+    @property
+    def callback_timeout(self) -> float:
+        """Seconds a completion callback may take: the GitLab timeout, at most 5."""
+        return min(self.gitlab_timeout, CALLBACK_TIMEOUT_MAX)
 
     @property
     def embedded(self) -> bool:
@@ -166,6 +243,7 @@ class Settings:
             api_token=env.get("GITOPS_API_TOKEN", ""),
             public_url=env.get("GITOPS_PUBLIC_URL", cls.public_url).rstrip("/"),
             allowed_paths=_csv(env.get("GITOPS_ALLOWED_PATHS")),
+            policy_files=_choice(env, "GITOPS_POLICY_FILES", ("on", "off"), "on") == "on",
             dashboard_header=env.get("GITOPS_DASHBOARD_HEADER", "").strip(),
             projects=_csv(env.get("GITOPS_PROJECTS")),
             port=_int(env, "PORT", cls.port),
@@ -184,11 +262,25 @@ class Settings:
             reconcile_max_age=_positive_int(env, "GITOPS_RECONCILE_MAX_AGE", cls.reconcile_max_age),
             max_body_bytes=_positive_int(env, "GITOPS_MAX_BODY_BYTES", cls.max_body_bytes, "bytes"),
             body_timeout=body_timeout,
+            outbox_max_attempts=_positive_int(
+                env, "GITOPS_OUTBOX_MAX_ATTEMPTS", cls.outbox_max_attempts, "attempts"
+            ),
             inbox_max_attempts=_positive_int(
                 env, "GITOPS_INBOX_MAX_ATTEMPTS", cls.inbox_max_attempts, "attempts"
             ),
             reply_window=_positive_int(env, "GITOPS_REPLY_WINDOW", cls.reply_window),
+            callback_hosts=_callback_hosts(env.get("GITOPS_CALLBACK_HOSTS")),
+            callback_secret=env.get("GITOPS_CALLBACK_SECRET", ""),
+            logs=LogSettings.from_env(env),
+            worker_metrics_port=_optional_port(env, "GITOPS_WORKER_METRICS_PORT"),
         )
+
+
+def _callback_hosts(value: str | None) -> tuple[str, ...]:
+    """GITOPS_CALLBACK_HOSTS's entries, each checked (ValueError naming a malformed one)."""
+    entries = _csv(value)
+    parse_allowed(entries)
+    return entries
 
 
 def normalise_database_url(url: str) -> str:

@@ -3,22 +3,33 @@ operator's commands are in cli_ops.py)."""
 
 from __future__ import annotations
 
-import logging
 import sys
 
 import click
 
-from bot.config import Settings
+from bot import logs
+from bot.config import LogSettings, Settings
 from bot.core import checks
 from bot.core.diagram import mermaid
 from bot.core.table import TABLE
 from gitops_bot import cli_ops
+from gitops_bot.ops_policy import policy
 
 
 @click.group()
 def main() -> None:
     """gitops-bot: GitOps change requests carried through GitLab, shown on the MR."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    try:
+        logs.configure("cli", LogSettings.from_env())
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _settings(role: str) -> Settings:
+    """The settings of a long-running process, read once; its log lines say `role`."""
+    settings = Settings.from_env()
+    logs.configure(role, settings.logs)
+    return settings
 
 
 @main.command()
@@ -26,9 +37,9 @@ def main() -> None:
 @click.option("--host", default="127.0.0.1", show_default=True)
 def serve(port: int | None, host: str) -> None:
     """Run everything in one process on the embedded default (SQLite, in-process queue)."""
+    settings = _settings("serve")  # before the imports, whose lines are this process's too
     from gitops_bot import runner
 
-    settings = Settings.from_env()
     runner.serve(settings, host=host, port=port or settings.port)
 
 
@@ -37,9 +48,9 @@ def serve(port: int | None, host: str) -> None:
 @click.option("--host", default="0.0.0.0", show_default=True)
 def web(port: int | None, host: str) -> None:
     """Run the web app under gunicorn (the Procfile's `web`), after upgrading the schema."""
+    settings = _settings("web")
     from gitops_bot import runner
 
-    settings = Settings.from_env()
     runner.web(settings, host=host, port=port or settings.port)
 
 
@@ -47,17 +58,19 @@ def web(port: int | None, host: str) -> None:
 @click.option("--burst", is_flag=True, help="Work until the queue is empty, then exit.")
 def worker_command(burst: bool) -> None:
     """Run an RQ worker (the Procfile's `worker`); needs GITOPS_REDIS_URL."""
+    settings = _settings("worker")
     from gitops_bot import runner
 
-    runner.worker(Settings.from_env(), burst=burst)
+    runner.worker(settings, burst=burst)
 
 
 @main.command("scheduler")
 def scheduler_command() -> None:
     """Run rq-scheduler for the periodic jobs (Procfile `scheduler`); needs GITOPS_REDIS_URL."""
+    settings = _settings("scheduler")
     from gitops_bot import runner
 
-    runner.scheduler(Settings.from_env())
+    runner.scheduler(settings)
 
 
 @main.group()
@@ -116,6 +129,8 @@ def check() -> None:
 
 for _command in cli_ops.COMMANDS:
     main.add_command(_command)
+
+main.add_command(policy)  # gitops_bot/ops_policy.py: needs no settings, runs in a repo's CI
 
 
 DEMO_NEEDS_SIM = (

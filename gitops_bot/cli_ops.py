@@ -1,4 +1,5 @@
-"""The operator's commands of `gitops-bot`: show, list, retry, cancel, flags, reconcile, hooks.
+"""The operator's commands of `gitops-bot`: show, list, retry, cancel, queue, flags, reconcile,
+hooks, doctor, outbox, report.
 
 Each parses its arguments, runs on the services `ops.connected` builds for it, and prints what
 the logic in gitops_bot/ops*.py returns; cli.py adds them to the `gitops-bot` group.
@@ -8,12 +9,19 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
 
 import click
 
 from bot.config import Settings
 from bot.core.events import Event
 from bot.core.states import BindingState
+
+if TYPE_CHECKING:
+    from bot.services import Services
+
+T = TypeVar("T")
 
 
 def _echo_json(value: object) -> None:
@@ -64,22 +72,30 @@ def list_command(states: tuple[str, ...], limit: int, as_json: bool) -> None:
         click.echo(ops.list_text(views, now))
 
 
-def _operator_action(operation_id: str, event: Event, actor: str | None) -> None:
+def _acting(actor: str | None, act: Callable[[Services, str, bool], T]) -> T:
+    """Runs an operator action as `actor` (default cli:$USER) on the services, telling it whether
+    this process's queue reaches the bot; a refusal exits 1 with its message."""
     from bot.app import operator
     from gitops_bot import ops
 
     with ops.connected(Settings.from_env()) as services:
         try:
-            moved = operator.move(
-                services,
-                operation_id,
-                event,
-                actor=actor or ops.operator_name(),
-                # the embedded default's queue lives in the bot's own process, not this one
-                queue_reaches_bot=services.settings.redis_url is not None,
-            )
+            # the embedded default's queue lives in the bot's own process, not this one
+            reaches_bot = services.settings.redis_url is not None
+            return act(services, actor or ops.operator_name(), reaches_bot)
         except operator.OperatorRefused as refused:
             raise ops.Refused(refused.message) from None
+
+
+def _operator_action(operation_id: str, event: Event, actor: str | None) -> None:
+    from bot.app import operator
+
+    moved = _acting(
+        actor,
+        lambda services, who, reaches_bot: operator.move(
+            services, operation_id, event, actor=who, queue_reaches_bot=reaches_bot
+        ),
+    )
     click.echo(operator.move_text(moved))
 
 
@@ -106,6 +122,43 @@ def retry(operation_id: str, actor: str | None) -> None:
 def cancel(operation_id: str, actor: str | None) -> None:
     """Close the request: its approval is withdrawn and the bot's MR closed."""
     _operator_action(operation_id, Event.CANCEL, actor)
+
+
+@click.group(invoke_without_command=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+@click.pass_context
+def queue(ctx: click.Context, as_json: bool) -> None:
+    """List the merge queues: per project and target branch, the changes waiting to merge in
+    their order (a change paused on its pipeline lets the next go ahead)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from bot.store.queue import all_lines, lines_json
+    from gitops_bot import ops, ops_queue
+
+    with ops.connected(Settings.from_env()) as services:
+        entries = all_lines(services.engine)
+    if as_json:
+        _echo_json(lines_json(entries))
+    else:
+        click.echo(ops_queue.queue_text(entries))
+
+
+@queue.command("promote")
+@click.argument("operation_id")
+@_ACTOR
+def queue_promote(operation_id: str, actor: str | None) -> None:
+    """Move a merging change to the front of its branch's merge queue, then drive the line's
+    head; exit 1, changing nothing, for a change in no queue."""
+    from bot.app import promote
+    from gitops_bot import ops_queue
+
+    promotion = _acting(
+        actor,
+        lambda services, who, reaches_bot: promote.promote(
+            services, operation_id, actor=who, queue_reaches_bot=reaches_bot
+        ),
+    )
+    click.echo(ops_queue.promote_text(operation_id, promotion))
 
 
 @click.group(invoke_without_command=True)
@@ -214,7 +267,114 @@ def hooks_check(projects: tuple[str, ...], as_json: bool) -> None:
     sys.exit(ops_hooks.check_status(report))
 
 
+@click.command("doctor")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+def doctor(as_json: bool) -> None:
+    """Check the configuration against the real services: database, queue, GitLab, the tokens
+    (valid, distinct users, scope, access), each managed project's hook and gitops/* rule, the
+    approval system and the public URL. Prints a fix for each miss; exit 1 on any miss."""
+    from bot.app.doctor import misses
+    from bot.store.models import utcnow
+    from gitops_bot import ops_doctor
+
+    checks = ops_doctor.diagnose(Settings.from_env(), utcnow())
+    if as_json:
+        _echo_json(ops_doctor.doctor_json(checks))
+    else:
+        click.echo(ops_doctor.doctor_text(checks))
+    sys.exit(1 if misses(checks) else 0)
+
+
+@click.group("outbox")
+def outbox() -> None:
+    """Effects waiting to be performed (status comments, labels, closes, withdrawals), and the
+    dead ones: failed for good, waiting for an operator to retry or drop them."""
+
+
+@outbox.command("list")
+@click.option("--dead", "dead_only", is_flag=True, help="Only the dead rows.")
+@click.option("--limit", type=click.IntRange(1, 10000), default=200, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+def outbox_list(dead_only: bool, limit: int, as_json: bool) -> None:
+    """Rows not yet performed, dead first: id, status, operation, effect, tries, last error."""
+    from bot.store.models import utcnow
+    from bot.store.outbox import unsent_rows
+    from gitops_bot import ops, ops_outbox
+
+    with ops.connected(Settings.from_env()) as services:
+        rows = unsent_rows(services.engine, dead_only=dead_only, limit=limit)
+    if as_json:
+        _echo_json([r.as_json() for r in rows])
+    else:
+        click.echo(ops_outbox.list_text(rows, utcnow(), dead_only=dead_only))
+
+
+@outbox.command("retry")
+@click.argument("ids", nargs=-1, type=int)
+@click.option("--all-dead", is_flag=True, help="Every dead row.")
+@_ACTOR
+def outbox_retry(ids: tuple[int, ...], all_dead: bool, actor: str | None) -> None:
+    """Send dead rows again: due now, their tries counted from 0 (audited on the operation)."""
+    from bot.store.models import utcnow
+    from gitops_bot import ops, ops_outbox
+
+    if bool(ids) == all_dead:
+        raise click.UsageError("give the ids of dead rows, or --all-dead")
+    with ops.connected(Settings.from_env()) as services:
+        who = actor or ops.operator_name()
+        rows = ops_outbox.retry(services, ids, all_dead, who, utcnow())
+        follow = (
+            "the running bot's dispatcher sends {them} within "
+            f"{services.settings.outbox_interval} s "
+            "(GITOPS_OUTBOX_INTERVAL)"
+        )
+    click.echo(ops_outbox.done_text("retried", rows, follow))
+
+
+@outbox.command("drop")
+@click.argument("ids", nargs=-1, type=int, required=True)
+@_ACTOR
+def outbox_drop(ids: tuple[int, ...], actor: str | None) -> None:
+    """Give up on dead rows: never performed, recorded with your name (audited)."""
+    from bot.store.models import utcnow
+    from gitops_bot import ops, ops_outbox
+
+    with ops.connected(Settings.from_env()) as services:
+        who = actor or ops.operator_name()
+        rows = ops_outbox.drop(services, ids, who, utcnow())
+    click.echo(ops_outbox.done_text("dropped", rows, f"never performed; dropped by {who}"))
+
+
 #: What `gitops-bot demo` says when the simulators are not installed.
+
+
+@click.command("report")
+@click.option(
+    "--since",
+    default="24h",
+    show_default=True,
+    help="The window: stays that ended within it (or go on); 90s, 30m, 24h, 7d, 1h30m.",
+)
+@click.option("--project", default=None, help="Only this project's changes (its path).")
+@click.option(
+    "--slowest", type=click.IntRange(0, 1000), default=10, show_default=True, help="Changes listed."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+def report_command(since: str, project: str | None, slowest: int, as_json: bool) -> None:
+    """Where changes wait: p50, p95 and max time in each state over the window, and the
+    slowest changes (from the audit log; a change still in a state counts until now)."""
+    from bot.store.models import utcnow
+    from bot.store.report import time_in_state
+    from gitops_bot import ops, ops_report
+
+    now = utcnow()
+    start = ops_report.window(now, since)
+    with ops.connected(Settings.from_env()) as services:
+        report = time_in_state(services.engine, now, start, project=project, slowest=slowest)
+    if as_json:
+        _echo_json(ops_report.report_json(report))
+    else:
+        click.echo(ops_report.report_text(report))
 
 
 #: The commands cli.py adds to `gitops-bot`.
@@ -223,7 +383,11 @@ COMMANDS: tuple[click.Command, ...] = (
     list_command,
     retry,
     cancel,
+    queue,
     flags,
     reconcile_command,
     hooks,
+    doctor,
+    outbox,
+    report_command,
 )

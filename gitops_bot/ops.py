@@ -4,7 +4,8 @@ Each command talks to GITOPS_DATABASE_URL (and, for hooks, GitLab as the author 
 no web server is needed; `cli.py` parses the arguments and prints what these return. A refusal is
 a `Refused` (click prints it and exits 1). Text is aligned for people; `*_json` is for scripts.
 Retry and cancel are bot/app/operator.py's (as for the API and MR commands), flags in
-ops_flags.py, reconcile in ops_reconcile.py, hooks in ops_hooks.py.
+ops_flags.py, reconcile in ops_reconcile.py, hooks in ops_hooks.py, doctor in
+ops_doctor.py.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from bot.config import Settings
 from bot.core.diagram import path_diagram
 from bot.core.labels import phase_title
 from bot.core.states import TERMINAL
+from bot.render.queue import place_text
 from bot.render.status import StatusView, load_status
 from bot.services import Services
 from bot.store.queries import OperationView, iso_utc, step_name
@@ -99,6 +101,7 @@ def show_json(view: StatusView, now: datetime) -> dict[str, Any]:
         "mr_url": view.mr_url,
         "approval_id": view.approval_id,
         "merge_commit_sha": view.merge_commit_sha,
+        "queue": view.queue.as_json() if view.queue else None,
         "superseded": not view.owns_binding,
         "timeline": [
             {
@@ -130,6 +133,8 @@ def show_text(view: StatusView, now: datetime, *, diagram: bool = False) -> str:
         ("Step", f"{view.step.name} ({view.step.value})"),
         ("Hint", view.hint.text),
     ]
+    if view.queue:
+        facts.append(("Merge queue", place_text(view.queue)))
     detail = error_detail(view)
     if detail:
         facts.append(("Error", detail))
@@ -147,9 +152,7 @@ def show_text(view: StatusView, now: datetime, *, diagram: bool = False) -> str:
     rows = []
     for item in time_in_states(view.timeline, now):
         e = item.entry
-        change = (
-            "ignored (stale event)" if e.stale else f"{e.from_state or '(new)'} -> {e.to_state}"
-        )
+        change = e.unmoved or f"{e.from_state or '(new)'} -> {e.to_state}"
         spent = "-" if item.seconds is None else duration(item.seconds)
         if item.current and not finished:
             spent += " so far"

@@ -6,6 +6,8 @@ from bot.app.steps import drive as steps
 from jobs import context
 
 
-def drive(operation_id: str, expected_version: int | None = None) -> str:
+def drive(
+    operation_id: str, expected_version: int | None = None, wait_token: str | None = None
+) -> str:
     """Runs the operation's due steps (bot.app.steps.drive.drive)."""
-    return steps.drive(context.services(), operation_id, expected_version)
+    return steps.drive(context.services(), operation_id, expected_version, wait_token)

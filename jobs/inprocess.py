@@ -19,6 +19,7 @@ from rq.exceptions import InvalidJobOperation, NoSuchJobError
 from rq.job import Job
 from rq.registry import ScheduledJobRegistry
 
+from bot import logs
 from bot.services import Services
 from jobs import context
 from jobs.connection import QUEUE_NAME
@@ -46,23 +47,40 @@ class InProcess:
                 self.queue.enqueue_job(job)
         return len(ids)
 
+    def pending(self) -> list[str]:
+        """The jobs waiting: queued ones, then scheduled ones with when they fall due (unix
+        seconds), each as `func(args)`; for a test's or an operator's account of a stall."""
+        registry = ScheduledJobRegistry(queue=self.queue)  # type: ignore[no-untyped-call]
+        due = dict(self.redis.zrange(registry.key, 0, -1, withscores=True))
+        queued = [(job_id, None) for job_id in self.queue.get_job_ids()]
+        scheduled = [(key.decode(), score) for key, score in due.items()]
+        ids = [job_id for job_id, _ in (*queued, *scheduled)]
+        found = []
+        for (job_id, score), job in zip(
+            (*queued, *scheduled), Job.fetch_many(ids, connection=self.redis), strict=True
+        ):
+            what = "gone" if job is None else f"{job.func_name}{tuple(job.args)}"
+            found.append(f"{job_id}: {what}" + ("" if score is None else f" due {score:.0f}"))
+        return found
+
     def run_one(self) -> bool:
         """Runs the next queued job; False when the queue is empty."""
         taken = Queue.dequeue_any([self.queue], timeout=None, connection=self.redis)
         if taken is None:
             return False
         job, _ = taken
-        try:
-            with context.installed(self.services):
-                job.perform()
-        except Exception:
-            log.exception("job %s failed", job.func_name)
-            self.errors.append((job.func_name or "?", traceback.format_exc()))
-        finally:
-            # its id may be used again by the next job of the same kind; a job already gone
-            # (deleted or flushed while it ran) has nothing left to delete
-            with suppress(InvalidJobOperation, NoSuchJobError):
-                job.delete()
+        with logs.job_scope(job.meta):
+            try:
+                with context.installed(self.services):
+                    job.perform()
+            except Exception:
+                log.exception("job %s failed", job.func_name)
+                self.errors.append((job.func_name or "?", traceback.format_exc()))
+            finally:
+                # its id may be used again by the next job of the same kind; a job already gone
+                # (deleted or flushed while it ran) has nothing left to delete
+                with suppress(InvalidJobOperation, NoSuchJobError):
+                    job.delete()
         return True
 
     def burst(self, *, until: float | None = None, max_jobs: int = 10_000) -> int:

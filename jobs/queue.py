@@ -11,6 +11,7 @@ from rq import Queue
 from rq.exceptions import DuplicateJobError, NoSuchJobError
 from rq.job import Job, JobStatus
 
+from bot import logs
 from bot.queueing import QueueUnavailable
 from jobs.connection import QUEUE_NAME
 
@@ -44,11 +45,13 @@ class RQWorkQueue:
         self.queue = Queue(name, connection=redis, default_timeout=JOB_TIMEOUT)
 
     def enqueue(self, func: str, *args: object, job_id: str | None = None) -> None:
-        """Runs `func(*args)` soon; an id already waiting in the queue is not added twice."""
+        """Runs `func(*args)` soon; an id already waiting in the queue is not added twice. A job
+        with an id takes along the correlation id bound now (bot/logs.py `carried`)."""
         job_id = rq_job_id(job_id)
         if job_id is None:
             self._enqueue_plain(func, *args)
             return
+        meta = logs.carried() or None
         try:
             try:
                 self.queue.enqueue(
@@ -58,13 +61,14 @@ class RQWorkQueue:
                     unique=job_id is not None,
                     result_ttl=0,
                     failure_ttl=FAILURE_TTL,
+                    meta=meta,
                 )
             except DuplicateJobError:
                 assert job_id is not None
                 if self._waiting(job_id):
                     return  # it will run, and read the state as it is then
                 # that id ran already (or is running): this is a new reason to run
-                self.queue.enqueue(func, *args, result_ttl=0, failure_ttl=FAILURE_TTL)
+                self.queue.enqueue(func, *args, result_ttl=0, failure_ttl=FAILURE_TTL, meta=meta)
         except RedisError as exc:
             raise QueueUnavailable(f"could not enqueue {func}: {type(exc).__name__}") from exc
 
@@ -82,7 +86,8 @@ class RQWorkQueue:
     def enqueue_in(
         self, seconds: float, func: str, *args: object, job_id: str | None = None
     ) -> None:
-        """Runs `func(*args)` after `seconds`, never sooner (RQ's scheduled job registry)."""
+        """Runs `func(*args)` after `seconds`, never sooner (RQ's scheduled job registry), with
+        the correlation id bound now."""
         job_id = rq_job_id(job_id)
         try:
             self.queue.enqueue_at(
@@ -92,6 +97,7 @@ class RQWorkQueue:
                 job_id=job_id,
                 result_ttl=0,
                 failure_ttl=FAILURE_TTL,
+                meta=logs.carried() or None,
             )
         except RedisError as exc:
             raise QueueUnavailable(f"could not schedule {func}: {type(exc).__name__}") from exc

@@ -76,9 +76,15 @@ _DETOURS: dict[S, tuple[S, E]] = {
 
 
 def make_operation(
-    engine: Engine, state: S = S.APPROVAL_SENDING, flow: Flow = Flow.APPROVE_FIRST, **kw: Any
+    engine: Engine,
+    state: S = S.APPROVAL_SENDING,
+    flow: Flow = Flow.APPROVE_FIRST,
+    *,
+    mr_iid: int = 7,
+    **kw: Any,
 ) -> str:
-    """Submits a request and fires the table's events until the binding is in `state`."""
+    """Submits a request and fires the table's events until the binding is in `state` (its MR,
+    once opened, is `mr_iid`)."""
     op_id = submit(engine, make_request(flow=flow, **kw)).operation_id
     detour = _DETOURS.get(state)
     goal = detour[0] if detour else state
@@ -86,12 +92,24 @@ def make_operation(
     for event, changes in PATHS[flow]:
         if current == goal:
             break
+        if event is E.MR_OPENED and mr_iid != _MR["mr_iid"]:
+            url = f"https://gitlab.example.com/platform/config/-/merge_requests/{mr_iid}"
+            changes = {**changes, "mr_iid": mr_iid, "mr_url": url}
         current = fire(engine, TransitionRequest(op_id, event, changes=changes)).new_state
     assert current == goal, f"could not reach {goal} in {flow}"
     if detour:
         fire(engine, TransitionRequest(op_id, detour[1]))
     assert binding_state(engine, op_id) == state
     return op_id
+
+
+def merge_line(engine: Engine, size: int, first_mr: int = 101, **kw: Any) -> list[str]:
+    """`size` changes merging into one branch (make_operation's, or `target_branch`), in the
+    order they entered its merge queue; each has its own MR (!101, !102, ...)."""
+    return [
+        make_operation(engine, S.MERGING, mr_iid=iid, **kw)
+        for iid in range(first_mr, first_mr + size)
+    ]
 
 
 def binding_state(engine: Engine, operation_id: str) -> S:
@@ -121,4 +139,13 @@ def count(engine: Engine, table: Any, operation_id: str | None = None) -> int:
         return int(conn.execute(query).scalar_one())
 
 
-__all__ = ["AUDIT", "OUTBOX", "PATHS", "binding_state", "count", "make_operation", "make_request"]
+__all__ = [
+    "AUDIT",
+    "OUTBOX",
+    "PATHS",
+    "binding_state",
+    "count",
+    "make_operation",
+    "make_request",
+    "merge_line",
+]

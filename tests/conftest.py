@@ -5,25 +5,65 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from sqlalchemy import text
-from sqlalchemy.engine import Engine
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import Engine, make_url
 
 from bot.store.engine import make_engine
 from bot.store.migrate import upgrade
 from bot.store.models import Base
 from bot.store.writeguard import state_writes
+from tests.e2e import figures
 
-PG_URL = os.environ.get("GITOPS_TEST_DATABASE_URL", "").strip() or None
-REDIS_URL = os.environ.get("GITOPS_TEST_REDIS_URL", "").strip() or None
+#: pytest-xdist's name for this process ("gw0", "gw1", ...), None when pytest runs alone.
+XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER") or None
+
+
+def _own_database(url: str | None) -> str | None:
+    """With pytest-xdist, each process gets its own PostgreSQL database beside the given one
+    (`test` -> `test_gw0`, created when missing), so the processes never truncate each other's
+    tables. Concurrency tests open their own connections inside that database."""
+    if url is None or XDIST_WORKER is None:
+        return url
+    given = make_url(url)
+    name = f"{given.database}_{XDIST_WORKER}"
+    admin = create_engine(given, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            found = conn.execute(
+                text("SELECT 1 FROM pg_database WHERE datname = :name"), {"name": name}
+            ).first()
+            if found is None:
+                conn.execute(text(f'CREATE DATABASE "{name}"'))
+    finally:
+        admin.dispose()
+    return given.set(database=name).render_as_string(hide_password=False)
+
+
+def _own_redis_db(url: str | None) -> str | None:
+    """With pytest-xdist, each process gets its own Redis database: the given number minus the
+    worker's (15 -> 15 for gw0, 14 for gw1)."""
+    if url is None or XDIST_WORKER is None:
+        return url
+    base, _, number = url.rpartition("/")
+    return f"{base}/{int(number or 0) - int(XDIST_WORKER.removeprefix('gw'))}"
+
+
+PG_URL = _own_database(os.environ.get("GITOPS_TEST_DATABASE_URL", "").strip() or None)
+REDIS_URL = _own_redis_db(os.environ.get("GITOPS_TEST_REDIS_URL", "").strip() or None)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skips PostgreSQL-only tests on the embedded default, with the reason shown."""
+    """Skips PostgreSQL-only tests on the embedded default, with the reason shown; keeps the
+    scenarios on real processes in one pytest-xdist process (`--dist loadgroup`), one at a time,
+    as they were written to run (each starts its own web, workers and scheduler)."""
     skip_pg = pytest.mark.skip(reason="PostgreSQL only: set GITOPS_TEST_DATABASE_URL")
     skip_soak = pytest.mark.skip(reason="long soak: set GITOPS_SOAK=1")
     for item in items:
+        if "e2e" in item.keywords:
+            item.add_marker(pytest.mark.xdist_group("e2e"))
         if "pg" in item.keywords and PG_URL is None:
             item.add_marker(skip_pg)
         if "soak" in item.keywords and os.environ.get("GITOPS_SOAK") != "1":
@@ -62,3 +102,29 @@ def db(engine: Engine) -> Iterator[Engine]:
         else:
             for name in tables:
                 conn.execute(text(f"DELETE FROM {name}"))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Figures a test recorded travel with its report, to the controller's summary."""
+    outcome = yield
+    report = outcome.get_result()
+    report.user_properties.extend((figures.PROPERTY, f) for f in figures.unreported())
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Learns the e2e figures a report carries (from a pytest-xdist process, or this one)."""
+    for key, value in report.user_properties:
+        if key == figures.PROPERTY:
+            figures.learn(*value)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Prints the figures the tests measured (the e2e scenarios, the live API's schemathesis
+    run), and writes them to artifacts/."""
+    if not figures.FIGURES:
+        return
+    terminalreporter.section("figures the tests measured")
+    for line in figures.lines():
+        terminalreporter.write_line(line)
+    figures.save()

@@ -6,10 +6,9 @@ from flask import Blueprint, Response, jsonify
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from redis.exceptions import RedisError
 
-from bot import metrics
-from bot.store.health import backlog, database_ready
+from bot.app.gauges import exposition
+from bot.store.health import database_ready
 from webhooks.context import services_of
-from webhooks.metrics import INBOX_BACKLOG
 
 bp = Blueprint("health", __name__)
 
@@ -39,10 +38,7 @@ def readyz() -> tuple[Response, int]:
 
 @bp.get("/metrics")
 def prometheus() -> Response:
-    """Prometheus text format; the outbox and inbox gauges are read at scrape time."""
-    counts = backlog(services_of().engine)
-    if counts is not None:  # else the scrape still answers with the counters it has
-        pending, waiting = counts
-        metrics.OUTBOX_PENDING.set(pending)
-        INBOX_BACKLOG.set(waiting)
-    return Response(generate_latest(), mimetype=CONTENT_TYPE_LATEST)
+    """Prometheus text format: this process's counters, then the gauges of the database's state
+    read now (bot/app/gauges.py; left out when the database fails)."""
+    body = generate_latest() + exposition(services_of().engine)
+    return Response(body, mimetype=CONTENT_TYPE_LATEST)

@@ -69,7 +69,7 @@ def accept(delivery: Delivery, started: float) -> Response:
     bot/ingress/group.py); each is answered only once its own row is committed.
     """
     services = services_of()
-    extra = {"delivery_key": delivery.delivery_key, "source": delivery.source}
+    extra = {"correlation_id": delivery.delivery_key, "source": delivery.source}
     try:
         acked = group_of().submit(delivery)
     except StoreError as db_error:

@@ -1,4 +1,5 @@
-"""The dashboard (read-only HTML): requests in flight, pending, failed and finished; one request.
+"""The dashboard (read-only HTML): requests in flight, pending, failed and finished, and the merge
+queues; one request.
 
 Server-rendered from `templates/pages/` through bot/render/templates.py's HTML environment
 (autoescaped, StrictUndefined), no JavaScript.
@@ -9,25 +10,30 @@ names one, with that header as set by a trusted proxy; anyone else gets the 401 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from flask import Blueprint, Response, request
 
 from bot.config import Settings
+from bot.core.callbacks import host_of
 from bot.core.diagram import path_diagram
 from bot.core.hints import Hint, hint_for, words
 from bot.core.labels import phase_title
 from bot.core.states import IN_FLIGHT, TERMINAL, BindingState, Step
+from bot.core.table import Effect
 from bot.queueing import HOOKS_INTERVAL
+from bot.render.queue import place_text
 from bot.render.status import StatusView, TimelineEntry, load_status
 from bot.render.templates import get_template
 from bot.render.templates import utc as utc  # the CLI formats moments from here too
 from bot.store.engine import Engine
 from bot.store.hooks import HooksReport, last_report
 from bot.store.models import utcnow
+from bot.store.outbox import OutboxRow, callback_targets, dead_count, unsent_rows
 from bot.store.queries import step_name
+from bot.store.queue import InLine, all_lines, by_line, head_of
 from bot.store.status import ListedRow, overview_rows
 from webhooks.api import bearer_ok
 from webhooks.api_body import OPERATION_ID
@@ -41,6 +47,8 @@ PAGES = "pages/"
 ACTIVE_LIMIT = 500
 #: Finished requests listed, newest first.
 FINISHED_LIMIT = 20
+#: Most dead outbox rows listed (the count is of all of them).
+DEAD_LIMIT = 50
 #: Seconds between automatic reloads of the overview (a meta refresh: no JavaScript).
 REFRESH_SECONDS = 60
 #: Every page: no script may run, nothing is cached, nobody frames it.
@@ -239,6 +247,30 @@ def overview(engine: Engine, now: datetime, threshold: timedelta) -> dict[str, l
     return sections
 
 
+@dataclass(frozen=True, slots=True)
+class Line:
+    """One merge queue as the overview shows it: its branch, the change that merges next, and
+    the changes head first (MR links only to web URLs)."""
+
+    project: str
+    target_branch: str
+    head: str | None
+    entries: list[InLine]
+
+
+def merge_queues(engine: Engine) -> list[Line]:
+    """Every merge queue, per project and target branch."""
+    return [
+        Line(
+            project=entries[0].project,
+            target_branch=entries[0].target_branch,
+            head=head_of(entries),
+            entries=[e if _web_url(e.mr_url) else replace(e, mr_url=None) for e in entries],
+        )
+        for entries in by_line(all_lines(engine))
+    ]
+
+
 def _banner(report: HooksReport | None, now: datetime) -> dict[str, Any] | None:
     """What the hooks banner says (disabled hooks, unprotected `gitops/*`, unreadable projects),
     or None when there is nothing to warn about."""
@@ -251,10 +283,32 @@ def _banner(report: HooksReport | None, now: datetime) -> dict[str, Any] | None:
     }
 
 
+@dataclass(frozen=True, slots=True)
+class DeadOutbox:
+    """The outbox rows that failed for good: how many, and the newest of them."""
+
+    count: int
+    rows: list[OutboxRow]
+    #: the host each dead callback row was for, by row id (never the URL's path or query)
+    targets: dict[int, str] = field(default_factory=dict)
+
+
+def dead_outbox(engine: Engine) -> DeadOutbox:
+    """Dead outbox rows for the overview's banner and section (two queries, three with
+    callbacks among them)."""
+    count = dead_count(engine)
+    rows = unsent_rows(engine, dead_only=True, limit=DEAD_LIMIT) if count else []
+    calls = [r for r in rows if r.effect == Effect.CALLBACK]
+    urls = callback_targets(engine, sorted({r.operation_id for r in calls}))
+    targets = {r.id: host_of(urls[r.operation_id].url) for r in calls if r.operation_id in urls}
+    return DeadOutbox(count, rows, targets)
+
+
 @bp.get("/")
 def index() -> Response:
-    """In flight, pending, failed and recently finished requests, with the hooks banner and,
-    when GITOPS_PROJECTS is unset, a banner saying every project that reaches the bot is managed."""
+    """In flight, pending, failed and recently finished requests, the merge queues and the dead
+    outbox rows, with the hooks banner, a banner while outbox rows are dead and, when
+    GITOPS_PROJECTS is unset, a banner saying every project that reaches the bot is managed."""
     services = services_of()
     now = utcnow()
     threshold = timedelta(seconds=services.settings.step_timeout)
@@ -262,6 +316,10 @@ def index() -> Response:
     return render(
         "index.html.j2",
         sections=sections,
+        queues=merge_queues(services.engine),
+        dead=dead_outbox(services.engine),
+        step_words=words,
+        duration=duration,
         threshold=duration(threshold.total_seconds()),
         banner=_banner(last_report(services.engine), now),
         unscoped=not services.settings.projects,
@@ -295,6 +353,7 @@ def change(operation_id: str) -> Response:
         step_words=words(view.step),
         hint=view.hint,
         detail=error_detail(view),
+        queue=place_text(view.queue) if view.queue else None,
         mr_url=view.mr_url if _web_url(view.mr_url) else None,
         timeline=time_in_states(view.timeline, now),
         finished=view.phase in TERMINAL or not view.owns_binding,

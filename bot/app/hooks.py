@@ -4,9 +4,10 @@ and whether the bot's own branches (`gitops/*`) are protected there as `hooks in
 A disabled hook silently starves the bot (no MR, pipeline, note or deployment events), and an
 unprotected `gitops/*` lets anyone who may push there change a change after its approval. So a
 periodic job lists each managed project's hooks and reads its `gitops/*` rule through the author
-account, sets the `gitops_hooks_disabled` and `gitops_branch_protection_missing{project}` gauges
-and keeps the result (bot/store/hooks.py) for the dashboard's banner and for
-`gitops-bot hooks check`.
+account, and keeps the result (bot/store/hooks.py) for the dashboard's banner, for
+`gitops-bot hooks check` and for the scrape, whichever process answers it: the
+`gitops_hooks_disabled` and `gitops_branch_protection_missing{project}` gauges are read from it
+(bot/app/gauges.py).
 """
 
 from __future__ import annotations
@@ -14,8 +15,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from datetime import datetime
-
-from prometheus_client import Gauge
 
 from bot.config import Settings
 from bot.gitlab import Account, GitLabError, disabled_hooks, list_hooks
@@ -25,17 +24,6 @@ from bot.store.hooks import DisabledHook, HooksReport, named_projects, save_repo
 from bot.store.models import utcnow
 
 log = logging.getLogger(__name__)
-
-DISABLED = Gauge(
-    "gitops_hooks_disabled",
-    "Webhooks GitLab has disabled on the managed projects, as of the last hooks check.",
-)
-UNPROTECTED = Gauge(
-    "gitops_branch_protection_missing",
-    "1 when the bot's branches (gitops/*) are not protected as `gitops-bot hooks install` sets "
-    "them in a managed project (missing or wrong), 0 when they are; as of the last hooks check.",
-    ["project"],
-)
 
 #: The events the bot's hook subscribes to (`gitops-bot hooks install`).
 EVENTS = ("merge_requests_events", "pipeline_events", "note_events", "deployment_events")
@@ -96,13 +84,8 @@ def run_check(
 
 
 def record(services: Services, report: HooksReport) -> None:
-    """Keeps the report for the dashboard (an upsert of one row) and sets the gauges."""
+    """Keeps the report for the dashboard and the gauges (an upsert of one row)."""
     save_report(services.engine, report)
-    DISABLED.set(len(report.disabled))
-    UNPROTECTED.clear()
-    for project in report.projects:
-        if project not in report.errors:
-            UNPROTECTED.labels(project=project).set(1 if project in report.unprotected else 0)
 
 
 def check(services: Services, now: datetime | None = None) -> HooksReport | None:

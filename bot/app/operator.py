@@ -12,6 +12,9 @@ and `/gitops retry|cancel` on the MR all come here, so they move a change the sa
   not possible where it stands, kept moving) that each door words for its audience: a status code,
   a line on the terminal, a reply on the MR.
 
+Moving a merging change to the front of its merge queue (bot/app/promote.py) fires no event; it
+refuses with the same `OperatorRefused`.
+
 MR commands run inside the note's one transaction (bot/app/commands/once.py): they call
 `move_in` with that transaction; the API and the CLI call `move`, which runs its own.
 """
@@ -24,6 +27,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from bot.app.queue import follow
 from bot.app.steps.waits import deploy_deadline
 from bot.core.events import Event, Source
 from bot.core.request import TransitionRequest
@@ -35,7 +39,7 @@ from bot.render.status import load_status
 from bot.services import Services
 from bot.store.fire import TransitionMade, fire, fire_in, with_conflict_retry
 from bot.store.models import utcnow
-from bot.store.operations import touch
+from bot.store.operations import load, touch
 from bot.store.sweep import PEOPLE_STATES, STEP_STATES
 from bot.store.tx import Tx
 
@@ -52,12 +56,16 @@ class Refusal(StrEnum):
     STALE = "stale_operation"  # a newer request for the same subject and target replaced it
     ILLEGAL = "illegal_transition"  # the table refuses the verb where the change stands
     CONFLICT = "conflict"  # it kept moving under us; trying again may work
+    NOT_QUEUED = "not_queued"  # promote: it waits in no merge queue (bot/app/promote.py)
 
 
 class OperatorRefused(Exception):
-    """An operator action the change refused; `message` is for the person, `detail` the cause."""
+    """An operator action the change refused; `message` is for the person, `detail` the cause;
+    `event` is the verb's, None for a promotion (which fires none)."""
 
-    def __init__(self, kind: Refusal, operation_id: str, event: Event, message: str, detail: str):
+    def __init__(
+        self, kind: Refusal, operation_id: str, event: Event | None, message: str, detail: str
+    ):
         super().__init__(message)
         self.kind = kind
         self.operation_id = operation_id
@@ -83,6 +91,9 @@ def _changes(event: Event, now: datetime, *, drive_now: bool) -> dict[str, Any]:
     changes: dict[str, Any] = {}
     if event is Event.RETRY:
         changes["attempts"] = 0  # the sweep's whole re-drive budget again
+        # the pipeline it waits on may have finished already, with no webhook to come: its
+        # waits poll by their own tiers again until the next pipeline webhook arrives
+        changes["pipeline_hook_at"] = None
         if not drive_now:
             changes["deadline_at"] = now  # the running bot's next sweep drives it
     return changes
@@ -188,10 +199,12 @@ def move(
         result = with_conflict_retry(lambda: fire(services.engine, asked))
     except (UnknownOperation, NotOwner, IllegalTransition, Conflict) as exc:
         raise _refused(services, operation_id, event, exc) from None
+    follow(services, result)  # cancelled while merging: the next in its merge queue goes
     if result.new_state is BindingState.MERGED:
         # a retry of a merged change waits for the deployment's word afresh (the sweep finds
         # it by its step, so a DEPLOY_PENDING it may have reached meanwhile stays as it is)
-        touch(services.engine, operation_id, **deploy_deadline(services.settings, when))
+        op = load(services.engine, operation_id)
+        touch(services.engine, operation_id, **deploy_deadline(services.settings, when, op))
     return OperatorMove(result, _follow_up(services, result, queue_reaches_bot))
 
 

@@ -5,8 +5,8 @@ budget, failed explicitly; merged changes without the deployment's word past GIT
 are reported pending (DEPLOY_PENDING, once); deliveries stored but never processed are enqueued
 again (those whose GITOPS_INBOX_MAX_ATTEMPTS attempts are spent are quarantined instead);
 deliveries kept in Redis while the database was down are moved in; the outbox is dispatched if
-anything is due. A constant number of queries, whatever the number of rows, but one fire() per
-operation that moves.
+anything is due; the run is recorded (one upsert: `gitops_last_sweep_timestamp_seconds`). A
+constant number of queries, whatever the number of rows, but one fire() per operation that moves.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 from prometheus_client import Counter
 from redis.exceptions import RedisError
 
+from bot.app.queue import follow
 from bot.core.events import Event, Source
 from bot.core.request import TransitionRequest
 from bot.core.states import BindingState
@@ -28,7 +29,7 @@ from bot.services import Services
 from bot.store.fire import fire
 from bot.store.flags import get_flag
 from bot.store.outbox import due_count
-from bot.store.sweep import PEOPLE_STATES, deploy_overdue, overdue, rearm
+from bot.store.sweep import PEOPLE_STATES, deploy_overdue, overdue, rearm, record_sweep
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +51,17 @@ class SweepReport:
     fallback: int = 0
     outbox_due: int = 0
 
+    def counts(self) -> dict[str, int]:
+        """How many of each, as the run's record keeps them."""
+        return {
+            "redriven": len(self.redriven),
+            "expired": len(self.expired),
+            "deploy_pending": len(self.deploy_pending),
+            "inbox": self.inbox,
+            "fallback": self.fallback,
+            "outbox_due": self.outbox_due,
+        }
+
 
 def run_sweep(services: Services, now: datetime) -> SweepReport:
     """The sweep over these services at `now`."""
@@ -69,7 +81,7 @@ def run_sweep(services: Services, now: datetime) -> SweepReport:
     SWEPT.labels("redriven").inc(len(report.redriven))
     for op_id in report.expired:
         try:
-            fire(
+            made = fire(
                 engine,
                 TransitionRequest(
                     op_id,
@@ -83,6 +95,7 @@ def run_sweep(services: Services, now: datetime) -> SweepReport:
                 ),
             )
             SWEPT.labels("expired").inc()
+            follow(services, made)  # failed at the head of its merge queue: the next goes
         except (IllegalTransition, Conflict, NotOwner) as exc:
             log.info("sweep could not expire: %s", exc, extra={"operation_id": op_id})
     report.deploy_pending = _deploy_timed_out(services, now)
@@ -91,6 +104,7 @@ def run_sweep(services: Services, now: datetime) -> SweepReport:
     report.outbox_due = due_count(engine, now)
     if report.outbox_due:
         _enqueue(services, OUTBOX_JOB, job_id="outbox-dispatch")
+    record_sweep(engine, now, report.counts())
     return report
 
 

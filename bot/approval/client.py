@@ -11,7 +11,8 @@ import json
 import logging
 import re
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC
 from email.utils import parsedate_to_datetime
@@ -19,6 +20,7 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 import requests
+from prometheus_client import Counter
 from urllib3.exceptions import NewConnectionError
 
 from bot.approval.decision import Decision
@@ -49,6 +51,35 @@ SUBMIT_RETRY_STATUSES = RETRY_STATUSES | {409}
 _DECISIONS = frozenset(d.value for d in Decision)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
 _SPACE = re.compile(r"\s+")
+
+
+CALLS = Counter(
+    "gitops_approval_calls_total",
+    "Calls to the approval system by call (submit, withdraw, status) and outcome: ok, "
+    "unavailable (5xx, 408, 425, 429, no connection), unknown (a write sent and no answer), "
+    "refused (a 4xx, a redirect, an unreadable answer, no URL set), not_found (status: 404).",
+    ["call", "outcome"],
+)
+
+
+def _outcome(exc: ApprovalCallFailed | ApprovalUnavailable) -> str:
+    """The `outcome` label of a call that raised."""
+    if isinstance(exc, ApprovalOutcomeUnknown):
+        return "unknown"
+    if isinstance(exc, ApprovalUnavailable):
+        return "unavailable"
+    return "not_found" if isinstance(exc, ApprovalNotFound) else "refused"
+
+
+@contextmanager
+def counted(call: str) -> Iterator[None]:
+    """Counts one call to the approval system by how it ended (gitops_approval_calls_total)."""
+    try:
+        yield
+    except (ApprovalCallFailed, ApprovalUnavailable) as exc:
+        CALLS.labels(call, _outcome(exc)).inc()
+        raise
+    CALLS.labels(call, "ok").inc()
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +122,20 @@ class ApprovalClient:
 
     def submit(self, request: ApprovalRequest) -> str:
         """Asks for approval and returns the approval id; re-sending the same request is safe."""
+        with counted("submit"):
+            return self._submit(request)
+
+    def withdraw(self, approval_id: str) -> None:
+        """Withdraws the request; one that is already withdrawn, decided or gone counts as done."""
+        with counted("withdraw"):
+            self._withdraw(approval_id)
+
+    def status(self, approval_id: str) -> Decision:
+        """Reads the approval's current decision (reconciliation's view of a lost callback)."""
+        with counted("status"):
+            return self._status(approval_id)
+
+    def _submit(self, request: ApprovalRequest) -> str:
         answer = self._call(
             "POST",
             "/approvals",
@@ -109,8 +154,7 @@ class ApprovalClient:
         )
         return approval_id
 
-    def withdraw(self, approval_id: str) -> None:
-        """Withdraws the request; one that is already withdrawn, decided or gone counts as done."""
+    def _withdraw(self, approval_id: str) -> None:
         answer = self._call("POST", f"/approvals/{_segment(approval_id)}/withdraw", call="withdraw")
         if answer.status in WITHDRAWN_STATUSES:
             log.info(
@@ -118,8 +162,7 @@ class ApprovalClient:
                 extra={"approval_id": approval_id, "status_code": answer.status},
             )
 
-    def status(self, approval_id: str) -> Decision:
-        """Reads the approval's current decision (reconciliation's view of a lost callback)."""
+    def _status(self, approval_id: str) -> Decision:
         answer = self._call("GET", f"/approvals/{_segment(approval_id)}", call="status")
         data = self._json_object(answer, "status")
         echoed = data.get("approval_id")

@@ -24,6 +24,8 @@ class Event(StrEnum):
     MR_OPENED = "mr_opened"
     CREATE_ERROR = "create_error"
     PATH_REFUSED = "path_refused"
+    #: a changed file fails its validators (syntax, JSON Schema): nobody is asked to approve
+    CHECKS_FAILED = "checks_failed"
     # the MR's check pipeline
     PIPELINE_PASSED = "pipeline_passed"
     PIPELINE_FAILED = "pipeline_failed"

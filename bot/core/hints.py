@@ -39,6 +39,7 @@ STEP_WORDS: dict[Step, str] = {
     Step.CREATE_OVERLOADED: "accepting the request (the bot's work queue was full)",
     Step.CREATE_TIMED_OUT: "creating the merge request (it did not finish in time)",
     Step.CREATE_PATH_REFUSED: "checking the paths the change touches",
+    Step.CREATE_CHECKS_FAILED: "checking the changed files before the approval request",
     Step.HANDLE_STARTED: "approving and merging the merge request",
     Step.HANDLE_APPROVED: "merging the approved merge request",
     Step.HANDLE_MERGED: "merged; waiting for the deployment to put the change in effect",
@@ -153,6 +154,14 @@ def _failed(state: BindingState, step: Step) -> Hint:
             f"Failed while {words(step)}: it touches a path the bot may not change (a protected "
             "path or a file the CI configuration includes), so nothing was approved or merged. "
             "Change the paths and re-apply, or contact the maintainers to allow them, then retry.",
+        )
+    if step is Step.CREATE_CHECKS_FAILED:
+        return Hint(
+            "failed",
+            f"Failed while {words(step)}: a file does not parse or does not match its JSON "
+            "Schema (the error lists file:line:column), so nobody was asked to approve it. Fix "
+            "those files and re-apply (on a person's merge request: push the fix, then retry). "
+            "Please contact the maintainers if a schema seems wrong.",
         )
     advice = _RETRY_ADVICE.get(step, _DEFAULT_RETRY_ADVICE)
     return Hint(

@@ -116,8 +116,9 @@ def fence_for(text: str) -> str:
     return "`" * max(3, longest + 1)
 
 
-def quote_block(text: str) -> str:
-    """A requester's text as a quoted code block; "" when there is nothing to show.
+def quote_block(text: str, info: str = "text") -> str:
+    """A requester's text as a quoted code block; "" when there is nothing to show (`info`: the
+    fence's language, `diff` for a change's preview).
 
     Every line starts with `> ` (GitLab runs a quick action only from a line starting with `/`),
     and the fenced block inside makes mentions, references, HTML and Markdown plain text.
@@ -126,7 +127,7 @@ def quote_block(text: str) -> str:
     if not body.strip():
         return ""
     fence = fence_for(body)
-    lines = [f"{fence}text", *body.split("\n"), fence]
+    lines = [f"{fence}{info}", *body.split("\n"), fence]
     return "\n".join(f"> {line}" for line in lines)
 
 

@@ -61,6 +61,7 @@ class Step(IntEnum):
     CREATE_OVERLOADED = 10006
     CREATE_TIMED_OUT = 10007
     CREATE_PATH_REFUSED = 10008
+    CREATE_CHECKS_FAILED = 10009
     # handling: approve as each approval bot, merge, rebase
     HANDLE_STARTED = 10101
     HANDLE_APPROVED = 10102
@@ -142,7 +143,7 @@ PENDING_PIPELINE: frozenset[Step] = frozenset(
 #: Stops after which a re-apply (API or `/gitops apply`) may start a new request in place: the
 #: content is not what was approved or allowed, so retrying the old request cannot help.
 REAPPLY_AFTER: frozenset[Step] = frozenset(
-    {Step.HANDLE_CHANGED_AFTER_APPROVAL, Step.CREATE_PATH_REFUSED}
+    {Step.HANDLE_CHANGED_AFTER_APPROVAL, Step.CREATE_PATH_REFUSED, Step.CREATE_CHECKS_FAILED}
 )
 
 

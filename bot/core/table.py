@@ -26,6 +26,9 @@ class Effect(StrEnum):
     WITHDRAW_APPROVAL = "withdraw_approval"
     #: the approver accounts take back their approvals (the content changed after approval)
     UNAPPROVE = "unapprove"
+    #: the API submitter's callback_url is told of a phase change (written by fire() itself, once
+    #: per operation and phase, when the operation has a callback_url; never by a table row)
+    CALLBACK = "callback"
 
 
 #: Every transition updates the MR's status comment and label (when there is an MR).
@@ -145,6 +148,9 @@ TABLE: tuple[Transition, ...] = (
         S.CREATE_FAILED,
         Step.CREATE_PATH_REFUSED,
     ),
+    # -- a changed file its validators refuse (bot/app/checks): checked right before the
+    # approval request, in both flows; nobody is asked ------------------------------------
+    Transition(S.APPROVAL_SENDING, E.CHECKS_FAILED, S.CREATE_FAILED, Step.CREATE_CHECKS_FAILED),
     # -- creation: branch, commit, MR, then its check pipeline --------------------------------
     Transition(S.MR_CREATING, E.MR_OPENED, S.MR_CREATING, Step.CREATE_SUCCEEDED),
     Transition(S.MR_CREATING, E.CREATE_ERROR, S.CREATE_FAILED, Step.CREATE_FAILED),

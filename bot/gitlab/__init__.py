@@ -60,11 +60,30 @@ from bot.gitlab.merge import (
     RebaseState,
     RebaseStatus,
     merge,
+    rebase,
     rebase_status,
 )
 from bot.gitlab.notes import find_note, react, set_labels, status_marker, upsert_status_note
-from bot.gitlab.reads import approved_by, member_access_level, mr_pipelines, read_mr
-from bot.gitlab.views import HOOK_EVENTS, HookView, MrView, NoteView, PipelineView
+from bot.gitlab.reads import (
+    approved_by,
+    default_branch,
+    member_access_level,
+    mr_pipelines,
+    read_mr,
+    server_version,
+    token_scopes,
+)
+from bot.gitlab.trains import (
+    TrainOutcome,
+    TrainProgress,
+    TrainResult,
+    TrainState,
+    add_to_train,
+    follow_train,
+    train_car,
+    uses_merge_trains,
+)
+from bot.gitlab.views import HOOK_EVENTS, HookView, MrView, NoteView, PipelineView, TrainCar
 
 __all__ = [
     "BRANCH_PREFIX",
@@ -99,9 +118,15 @@ __all__ = [
     "RateLimited",
     "RebaseState",
     "RebaseStatus",
+    "TrainCar",
+    "TrainOutcome",
+    "TrainProgress",
+    "TrainResult",
+    "TrainState",
     "Unauthorized",
     "UnknownOutcome",
     "Unprocessable",
+    "add_to_train",
     "approve_once",
     "approved_by",
     "approver_accounts",
@@ -111,10 +136,12 @@ __all__ = [
     "close_mr",
     "commit_message",
     "create_change",
+    "default_branch",
     "delete_branch",
     "disabled_hooks",
     "ensure_hook",
     "find_note",
+    "follow_train",
     "has_trailer",
     "list_hooks",
     "make_client",
@@ -123,9 +150,14 @@ __all__ = [
     "mr_pipelines",
     "react",
     "read_mr",
+    "rebase",
     "rebase_status",
+    "server_version",
     "set_labels",
     "status_marker",
+    "token_scopes",
+    "train_car",
     "unapprove",
     "upsert_status_note",
+    "uses_merge_trains",
 ]

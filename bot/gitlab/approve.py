@@ -79,7 +79,7 @@ class ApproveComponent:
         except GitLabError as err:
             log.warning(
                 "check items unreadable; approving without them",
-                extra={"project": key, "status_code": err.status_code},
+                extra={"gitlab_project": key, "status_code": err.status_code},
             )
             return ()
         self._check_items[key] = items or ()
@@ -133,7 +133,7 @@ class ApproveComponent:
             self.remember(project_id, fresh)
             log.info(
                 "approve check items changed; retrying once",
-                extra={"project": str(project_id), "mr_iid": iid, "items": list(fresh)},
+                extra={"gitlab_project": str(project_id), "mr_iid": iid, "items": list(fresh)},
             )
             post_json(account.gl, path, what=what, data={"sha": sha, "check_items": list(fresh)})
 
@@ -206,7 +206,7 @@ def approve_once(
     project_id = project.id if isinstance(project, Project) else project
     seen = account.project(project_id)
     last = attempt >= max(0, max_retries)
-    extra = {"account": account.label, "project": str(project_id), "mr_iid": iid}
+    extra = {"account": account.label, "gitlab_project": str(project_id), "mr_iid": iid}
     # `approvers`: the MR's approvers read just now by the caller for every account at once
     already = (
         account.username() in approvers

@@ -109,6 +109,20 @@ def post_json(gl: gitlab.Gitlab, path: str, *, what: str, data: dict[str, Any]) 
     return result if isinstance(result, dict) else {}
 
 
+def post_answer(
+    gl: gitlab.Gitlab, path: str, *, what: str, data: dict[str, Any]
+) -> tuple[int, Any]:
+    """POST JSON `data` to `path`: GitLab's status code (a 2xx) and its parsed JSON, whatever
+    its shape (None when there is none), for the calls whose answer tells by its code alone."""
+    with translating(what, mutating=True):
+        response = gl.http_request("post", path, post_data=data)
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    return response.status_code, body
+
+
 def put_json(gl: gitlab.Gitlab, path: str, *, what: str, data: dict[str, Any]) -> dict[str, Any]:
     """PUT JSON `data` to `path` and return the JSON object GitLab answers ({} when none)."""
     with translating(what, mutating=True):

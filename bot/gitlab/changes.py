@@ -209,14 +209,17 @@ def create_change(
 ) -> ChangeRef:
     """Makes (or finds again) the branch, the one commit and the MR of an operation's change.
 
-    `fresh`: no earlier run of this operation can have written anything, so when the branch is
-    missing no MR is looked for (one call fewer on every new change).
+    `fresh`: no earlier run of this operation can have written anything, and the branch is
+    named from the operation id, so nothing else writes it: neither the branch nor an MR is
+    looked for first (two calls fewer on every new change). Should the branch exist after all,
+    the commit's write is refused ("already exists") and the branch is read then, as after a
+    lost answer: a commit with our trailer is reused, any other branch is left untouched.
     """
     branch = branch_name(operation_id)
     title = inert_title(title)  # one line, no mention, nothing hidden, no leading `/`
     for text, markdown in ((branch, False), (title, False), (description, True)):
         ensure_inert(text, markdown=markdown)  # the last check before GitLab sees them
-    extra = {"operation_id": operation_id, "project": str(project.id), "branch": branch}
+    extra = {"operation_id": operation_id, "gitlab_project": str(project.id), "branch": branch}
     mr = None if fresh else _find_mr(project, branch)
     if mr is not None and mr.state == "merged":
         log.info("change already merged; reusing its MR", extra={**extra, "mr_iid": mr.iid})
@@ -230,15 +233,15 @@ def create_change(
             head_sha=mr.sha,
         )
     created = wrote = False
-    sha = _our_commit(project, branch, operation_id)
+    sha = None if fresh else _our_commit(project, branch, operation_id)
     if sha is None:
         actions = _actions(project, target_branch, files)
         if not actions:
             raise ValueError("the change has no file to create, update or delete")
         sha, wrote = _commit(project, branch, operation_id, target_branch, actions, title)
         created = True
-    elif fresh:
-        mr = _find_mr(project, branch)  # the branch was there before this run: so may an MR be
+        if fresh and not wrote:
+            mr = _find_mr(project, branch)  # the branch was there before this run: so may an MR
     if mr is None:
         data = {
             "source_branch": branch,

@@ -13,13 +13,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import quote
 
 import yaml
 
-from bot.gitlab.calls import get_raw
 from bot.gitlab.client import Project
-from bot.gitlab.errors import NotFound
+from bot.gitlab.compare import read_file
 
 log = logging.getLogger(__name__)
 
@@ -70,14 +68,8 @@ def _locals(value: Any) -> Iterator[str]:
 
 
 def _read_raw(project: Project, path: str, ref: str) -> str | None:
-    file_path = f"{project.path}/repository/files/{quote(path, safe='')}/raw"
-    try:
-        content = get_raw(
-            project.gl, file_path, what=f"read {path} at {ref[:40]}", query={"ref": ref}
-        )
-    except NotFound:
-        return None
-    if len(content) > MAX_CI_BYTES:
+    content = read_file(project, path, ref)
+    if content is None or len(content) > MAX_CI_BYTES:
         return None
     return content.decode("utf-8", "replace")
 
@@ -108,6 +100,6 @@ def local_includes(project: Project, ref: str) -> list[str]:
         log.warning(
             "CI includes read only in part (more than %d files)",
             MAX_FILES,
-            extra={"project": str(project.id)},
+            extra={"gitlab_project": str(project.id)},
         )
     return found

@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import quote
 
 from bot.core.identity import ChangedPath
-from bot.gitlab.calls import get_json, head_headers
+from bot.gitlab.calls import get_json, get_raw, head_headers
 from bot.gitlab.client import Project
 from bot.gitlab.errors import GitLabUnavailable, NotFound
 
@@ -103,3 +103,12 @@ def file_sha256(project: Project, path: str, ref: str) -> str | None:
     if not isinstance(value, str) or not value:
         raise GitLabUnavailable(f"{what}: GitLab answered without a content hash")
     return value.strip().lower()
+
+
+def read_file(project: Project, path: str, ref: str) -> bytes | None:
+    """`path`'s bytes at `ref` (one raw GET); None when the file does not exist there."""
+    file_path = f"{project.path}/repository/files/{quote(path, safe='')}/raw"
+    try:
+        return get_raw(project.gl, file_path, what=f"read {path} at {ref[:40]}", query={"ref": ref})
+    except NotFound:
+        return None

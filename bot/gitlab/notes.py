@@ -43,13 +43,21 @@ def find_note(project: Project, iid: int, marker: str, *, author: str | None = N
 
 
 def upsert_status_note(
-    project: Project, iid: int, operation_id: str, body: str, note_id: int | None = None
+    project: Project,
+    iid: int,
+    operation_id: str,
+    body: str,
+    note_id: int | None = None,
+    *,
+    first: bool = False,
 ) -> int:
     """Writes the operation's status comment: edits the existing one in place, else creates it.
 
     `note_id`: the comment written last time; it is edited at once (one call). Without it, or
     when it is gone, the comment is found by its marker: only the bot's own comments count
     (anyone can paste the marker into theirs), and an unchanged body is not written again.
+    `first`: no status comment of this operation was ever posted (the caller recorded, before
+    this call, that one is being posted): it is posted at once, without listing the comments.
     Returns the comment's id.
     """
     marker = status_marker(operation_id)
@@ -68,7 +76,7 @@ def upsert_status_note(
         else:
             return note_id
     me = project.account.username()
-    for note in _notes(project, iid):
+    for note in [] if first else _notes(project, iid):
         if note.author == me and not note.system and marker in note.body:
             if note.body != text:
                 put_json(

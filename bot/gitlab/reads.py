@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from bot.gitlab.calls import get_json, get_list
-from bot.gitlab.client import Project
-from bot.gitlab.errors import NotFound
+from bot.gitlab.client import Account, Project
+from bot.gitlab.errors import Forbidden, NotFound
 from bot.gitlab.views import MrView, PipelineView
 
 
@@ -58,3 +58,32 @@ def member_access_level(project: Project, user_id: int) -> int | None:
         return None
     level = data.get("access_level")
     return level if isinstance(level, int) and not isinstance(level, bool) else None
+
+
+def server_version(account: Account) -> str:
+    """GitLab's version as GET /version answers it for this account's token (one GET)."""
+    data = get_json(account.gl, "/version", what=f"{account.label}: read the GitLab version")
+    version = data.get("version")
+    return version if isinstance(version, str) else "unknown"
+
+
+def token_scopes(account: Account) -> tuple[str, ...] | None:
+    """The scopes of this account's personal access token (GET /personal_access_tokens/self,
+    GitLab 15.5+); None when GitLab does not show them (older, or not a personal token)."""
+    try:
+        data = get_json(
+            account.gl, "/personal_access_tokens/self", what=f"{account.label}: read token scopes"
+        )
+    except (NotFound, Forbidden):
+        return None
+    scopes = data.get("scopes")
+    if not isinstance(scopes, list):
+        return None
+    return tuple(sorted(str(scope) for scope in scopes))
+
+
+def default_branch(project: Project) -> str | None:
+    """The project's default branch (one GET); None for an empty repository."""
+    data = get_json(project.gl, project.path, what="read the project")
+    branch = data.get("default_branch")
+    return branch if isinstance(branch, str) and branch else None

@@ -23,7 +23,10 @@ from bot.core.labels import phase_title
 from bot.core.states import FAILED
 from bot.gitlab.notes import status_marker
 from bot.render.markdown import TEXT_LIMIT, code, link, md_escape
+from bot.render.preview import preview_markdown
+from bot.render.queue import WRITTEN, place_words
 from bot.render.templates import TEMPLATES_DIR, get_template, utc
+from bot.store.queue import Place
 from bot.store.status import Edge, StatusView, TimelineEntry, load_status
 
 # the escaping helpers and the status view lived here first: their importers keep importing
@@ -49,11 +52,16 @@ __all__ = [
 TEMPLATE = "status_comment.md.j2"
 #: The timeline shows this many of the latest audit rows; older ones are counted, not listed.
 TIMELINE_LIMIT = 30
-#: Longest error detail shown.
+#: Longest error detail shown (of each line, for a detail of several lines).
 DETAIL_LIMIT = 500
+#: Most lines of an error detail shown (the checks write one per problem, at most 21).
+DETAIL_LINES = 21
 
 #: What may go into the marker untouched (ids, enum names, SHAs).
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+#: A branch name shown as a code span as it is (no backtick, space, `@` or other sigil); any
+#: other is escaped text.
+_BRANCH = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/+-]*")
 
 
 def _phase_words(view: StatusView) -> str:
@@ -77,6 +85,15 @@ def _detail(view: StatusView) -> str | None:
     return None
 
 
+def _detail_lines(detail: str) -> Markup:
+    """The error as escaped text; several lines (a check's file:line:col problems) each on a
+    line of their own (`<br>`), at most DETAIL_LINES of DETAIL_LIMIT characters."""
+    lines = [line for line in detail.split("\n") if line.strip()]
+    if len(lines) < 2:
+        return md_escape(detail, DETAIL_LIMIT)
+    return Markup("<br>").join(md_escape(line, DETAIL_LIMIT) for line in lines[:DETAIL_LINES])
+
+
 def _collapsed(path: list[Edge]) -> list[Edge]:
     """The path with each run of one transition drawn once, as "retry (3 times)"."""
     runs: list[tuple[Edge, int]] = []
@@ -96,13 +113,26 @@ def _marker(operation_id: str) -> Markup:
     return md_escape(status_marker(operation_id))
 
 
+def _queue_line(place: Place | None) -> Markup | None:
+    """Where the change stands in its merge queue: "3rd in line for `main` when this comment
+    was written (2 ahead)". The comment is written again when the change enters the line, when
+    it becomes the head and when an operator moves it, not when others leave: a position below
+    the head says when it held."""
+    if place is None:
+        return None
+    name = place.target_branch
+    plain = _BRANCH.fullmatch(name) and len(name) <= TEXT_LIMIT
+    branch = Markup(f"`{name}`") if plain else md_escape(name)
+    return Markup(place_words(place, str(branch), when=WRITTEN))
+
+
 def _timeline_row(entry: TimelineEntry) -> dict[str, Any]:
     if entry.stale and entry.source == "command":
         # a command that moved nothing itself (status, help, a refusal): say what became of it
         outcome = (entry.detail or "").split(":", 1)[0] or "noted"
         change: Markup = Markup("command ") + md_escape(outcome)
     elif entry.stale:
-        change = Markup("ignored (stale event)")
+        change = md_escape(entry.unmoved)  # ignored, or an operator's promotion
     else:
         before = code(entry.from_state) if entry.from_state else Markup("—")
         change = Markup(f"{before} → {code(entry.to_state)}")
@@ -113,6 +143,21 @@ def _timeline_row(entry: TimelineEntry) -> dict[str, Any]:
         "source": entry.source,
         "actor": entry.actor or Markup("—"),
     }
+
+
+def _policy_line(view: StatusView, policy_files: bool = True) -> Markup:
+    """Which repository policy the change follows: the file at the commit it was read at, or
+    the environment's settings, and why (no file on the target branch, or policy files off)."""
+    if view.policy_sha is None:
+        if not policy_files:
+            return Markup("defaults (the environment's settings: policy files are off)")
+        return Markup(
+            "defaults (the environment's settings: the target branch has no `.gitops/bot.yml`)"
+        )
+    short_sha = code(view.policy_sha[:7])
+    if view.policy_file:
+        return Markup("`.gitops/bot.yml` at ") + short_sha
+    return Markup("defaults (no `.gitops/bot.yml` at ") + short_sha + Markup(")")
 
 
 def _links(view: StatusView, public_url: str) -> list[Markup]:
@@ -127,8 +172,11 @@ def _links(view: StatusView, public_url: str) -> list[Markup]:
     return links
 
 
-def status_context(view: StatusView, public_url: str) -> dict[str, Any]:
-    """Everything the template prints, keyed by the names it uses."""
+def status_context(
+    view: StatusView, public_url: str, *, policy_files: bool = True
+) -> dict[str, Any]:
+    """Everything the template prints, keyed by the names it uses (`policy_files`:
+    GITOPS_POLICY_FILES, which says why a change recorded no policy commit)."""
     shown = view.timeline[-TIMELINE_LIMIT:]
     detail = _detail(view)
     return {
@@ -136,6 +184,7 @@ def status_context(view: StatusView, public_url: str) -> dict[str, Any]:
         "phase_title": phase_title(view.phase),
         "phase_words": _phase_words(view),
         "step_label": f"{view.step.name} ({view.step.value})",
+        "queue": _queue_line(view.queue),
         "operation_id": view.operation_id,
         "hint": view.hint.text,
         "superseded": not view.owns_binding,
@@ -144,7 +193,9 @@ def status_context(view: StatusView, public_url: str) -> dict[str, Any]:
         "subject_id": view.subject_id,
         "target_key": view.target_key,
         "merge_commit": view.merge_commit_sha,
-        "detail": md_escape(detail, DETAIL_LIMIT) if detail else None,
+        "policy": _policy_line(view, policy_files),
+        "detail": _detail_lines(detail) if detail else None,
+        "preview": preview_markdown(view.preview, view.mr_url),
         "links": Markup(" · ").join(_links(view, public_url)),
         "timeline": [_timeline_row(entry) for entry in shown],
         "timeline_hidden": len(view.timeline) - len(shown),
@@ -157,6 +208,6 @@ def render_context(context: Mapping[str, Any]) -> str:
     return get_template(TEMPLATE).render(**context)
 
 
-def render_status(view: StatusView, public_url: str) -> str:
+def render_status(view: StatusView, public_url: str, *, policy_files: bool = True) -> str:
     """The status comment's Markdown, starting with its hidden marker."""
-    return render_context(status_context(view, public_url))
+    return render_context(status_context(view, public_url, policy_files=policy_files))

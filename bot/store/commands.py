@@ -105,14 +105,18 @@ def first_note_row(conn: Connection, keys: list[str], correlation_id: str) -> No
     return None if row is None else NoteRow(str(row.operation_id), row.version, row.detail)
 
 
-def queue_status_comment(conn: Connection, operation_id: str) -> None:
-    """Forgets what the status comment said last and queues its re-render (an outbox row)."""
+def queue_status_comment(conn: Connection, operation_id: str, *, forget: bool = True) -> None:
+    """Queues the status comment's re-render (an outbox row). `forget`: also forget what the
+    comment said last and the label set last, so both are written even if nothing changed (a
+    person may have deleted or edited the comment, or removed the label); the label is set
+    again with the next transition."""
     now = utcnow()
-    # forgetting the hash makes the comment be written even if nothing changed (a person may
-    # have deleted or edited it)
-    conn.execute(
-        update(OPERATIONS).where(OPERATIONS.c.id == operation_id).values(status_note_hash=None)
-    )
+    if forget:
+        conn.execute(
+            update(OPERATIONS)
+            .where(OPERATIONS.c.id == operation_id)
+            .values(status_note_hash=None, label_set=None)
+        )
     conn.execute(
         insert(OUTBOX).values(
             operation_id=operation_id,

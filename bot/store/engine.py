@@ -13,7 +13,7 @@ from bot.store import writeguard
 
 
 def make_engine(url: str, **kwargs: Any) -> Engine:
-    """An engine with the state write guard; SQLite gets WAL and IMMEDIATE transactions."""
+    """An engine with the state door (writeguard); SQLite gets WAL and IMMEDIATE transactions."""
     if url.startswith("sqlite"):
         engine = create_engine(
             url, connect_args={"check_same_thread": False, "timeout": 30}, **kwargs

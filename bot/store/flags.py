@@ -32,6 +32,18 @@ DEFAULTS: Mapping[str, Any] = {
     # a pipeline wait past its tiers (pending): the MR's head pipeline read again, same shape;
     # past the last tier only an event or an operator moves it (12 + 46 reads over 24 hours)
     "poll.pending_tiers": [[300, 12], [1800, 46]],
+    # pipeline polls once GitLab's pipeline webhooks are known to reach the bot for
+    # the MR (one arrived): the webhook moves the wait and polls are the fallback, every 2
+    # minutes (30 of them, within GITOPS_PIPELINE_TIMEOUT)
+    "poll.covered_tiers": [[300, 12]],
+    # rebase polls once hooks are known to reach the bot for the MR: a rebase that succeeds is
+    # seen at once by the MR event of its push; one that fails sends no event, so it is seen
+    # by these looks (the first after 15 s)
+    "poll.covered_rebase_tiers": [[15, 4], [60, 10]],
+    # a merge GitLab is not ready for yet (checking, approvals syncing, CI still running)
+    "poll.merge_tiers": [[10, 6], [30, 10], [120, 25]],
+    # following an MR on GitLab's merge train (its MR event says when it merged)
+    "poll.train_tiers": [[30, 20], [120, 25]],
     # times the sweep re-drives a stuck step before writing an explicit failure
     "sweep.retry_budget": 5,
     # queued jobs past which a new request is refused as overloaded
@@ -135,6 +147,10 @@ _CHECKS: dict[str, Any] = {
     "poll.pipeline_tiers": _tiers,
     "poll.rebase_tiers": _tiers,
     "poll.pending_tiers": _tiers,
+    "poll.covered_tiers": _tiers,
+    "poll.covered_rebase_tiers": _tiers,
+    "poll.train_tiers": _tiers,
+    "poll.merge_tiers": _tiers,
     "sweep.retry_budget": _integer,
     "queue.max_length": _integer,
     "reconcile.watermark_projects": lambda v: (
@@ -165,8 +181,12 @@ def set_flag(engine: Engine, key: str, value: Any, now: datetime | None = None) 
     """Sets a flag (upsert); new requests and the next use see it, nothing restarts."""
     if key not in DEFAULTS:
         raise UnknownFlag(key)
-    value = check_flag(key, value)
-    now = now or utcnow()
+    put_row(engine, key, check_flag(key, value), now or utcnow())
+
+
+def put_row(engine: Engine, key: str, value: Any, now: datetime) -> None:
+    """Upserts one `flags` row as it is given: a flag (set_flag checked it) or one of the
+    status rows kept there under a key that is no flag (the hooks check, the last sweep)."""
     insert = pg_insert if engine.dialect.name == "postgresql" else sqlite_insert
     stmt = insert(_flags).values(key=key, value=value, updated_at=now)
     stmt = stmt.on_conflict_do_update(

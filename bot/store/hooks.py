@@ -13,10 +13,9 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Engine
 
+from bot.store.flags import put_row
 from bot.store.models import FLAGS, OPERATIONS
 
 log = logging.getLogger(__name__)
@@ -86,16 +85,19 @@ def named_projects(engine: Engine) -> list[str]:
         return list(conn.execute(select(OPERATIONS.c.project).distinct()).scalars().all())
 
 
+def named_targets(engine: Engine) -> dict[str, list[str]]:
+    """Every project an operation names, with the target branches its operations name."""
+    query = select(OPERATIONS.c.project, OPERATIONS.c.target_branch).distinct()
+    targets: dict[str, list[str]] = {}
+    with engine.connect() as conn:
+        for project, branch in conn.execute(query):
+            targets.setdefault(project, []).append(branch)
+    return {project: sorted(branches) for project, branches in targets.items()}
+
+
 def save_report(engine: Engine, report: HooksReport) -> None:
     """Keeps the report for the dashboard (an upsert of one row)."""
-    value = report.as_json()
-    insert = pg_insert if engine.dialect.name == "postgresql" else sqlite_insert
-    stmt = insert(FLAGS).values(key=RESULT_KEY, value=value, updated_at=report.checked_at)
-    stmt = stmt.on_conflict_do_update(
-        index_elements=[FLAGS.c.key], set_={"value": value, "updated_at": report.checked_at}
-    )
-    with engine.begin() as conn:
-        conn.execute(stmt)
+    put_row(engine, RESULT_KEY, report.as_json(), report.checked_at)
 
 
 def last_report(engine: Engine) -> HooksReport | None:
@@ -104,6 +106,12 @@ def last_report(engine: Engine) -> HooksReport | None:
         value = conn.execute(
             select(FLAGS.c.value).where(FLAGS.c.key == RESULT_KEY)
         ).scalar_one_or_none()
+    return stored_report(value)
+
+
+def stored_report(value: Any) -> HooksReport | None:
+    """The report kept in the `flags` row's value, or None when there is none (or it is
+    unreadable)."""
     if not isinstance(value, dict):
         return None
     try:

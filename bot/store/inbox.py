@@ -127,6 +127,8 @@ class Attempt:
     body: bytes
     headers: dict[str, str]
     number: int
+    #: when the delivery was received (the webhook-to-transition latency starts there)
+    received_at: datetime
 
 
 def begin_attempt(engine: Engine, inbox_id: int, max_attempts: int) -> Attempt | None:
@@ -150,6 +152,7 @@ def begin_attempt(engine: Engine, inbox_id: int, max_attempts: int) -> Attempt |
             INBOX.c.body,
             INBOX.c.headers,
             INBOX.c.attempts,
+            INBOX.c.received_at,
         )
     )
     with engine.begin() as conn:
@@ -164,6 +167,7 @@ def begin_attempt(engine: Engine, inbox_id: int, max_attempts: int) -> Attempt |
         bytes(row.body),
         {str(k): str(v) for k, v in headers.items()},
         int(row.attempts),
+        row.received_at,
     )
 
 

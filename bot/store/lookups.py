@@ -138,6 +138,14 @@ def mr_owner_with(engine: Engine, project_id: int, iid: int, column: str) -> MrO
             return MrOwner(op_id, value, None, type(exc).__name__)
 
 
+def verified_head(engine: Engine, operation_id: str) -> str | None:
+    """The MR head the operation last checked against its approval (None: none yet)."""
+    with engine.connect() as conn:
+        return conn.execute(
+            select(OPERATIONS.c.verified_sha).where(OPERATIONS.c.id == operation_id)
+        ).scalar_one_or_none()
+
+
 def read_current(engine: Engine, operation_id: str) -> CurrentState:
     """load_current() in its own connection (raises UnknownOperation, NotOwner)."""
     with engine.connect() as conn:

@@ -85,6 +85,9 @@ class Binding(Base):
     )
     version: Mapped[int] = mapped_column(Integer)
     updated_at: Mapped[datetime]
+    #: when the binding entered its state: set by fire() when a transition changes the state (not
+    #: by moves within it) and by submit; None for one in its state since before migration 0005
+    state_since: Mapped[datetime | None]
 
 
 class Operation(Base):
@@ -116,6 +119,8 @@ class Operation(Base):
     requested_by: Mapped[str] = mapped_column(String(255))
     idempotency_key: Mapped[str | None] = mapped_column(String(255), unique=True)
     request_hash: Mapped[str | None] = mapped_column(String(64))
+    #: where the API submitter is told of each phase change (README, "Completion callbacks")
+    callback_url: Mapped[str | None] = mapped_column(String(2048))
     # what exists remotely
     mr_iid: Mapped[int | None] = mapped_column(Integer)
     mr_url: Mapped[str | None] = mapped_column(String(1024))
@@ -130,6 +135,26 @@ class Operation(Base):
     #: the MR head whose changes were last checked equal to change_identity (approve and merge
     #: are pinned to it); a head only becomes verified by that check
     verified_sha: Mapped[str | None] = mapped_column(String(64))
+    #: the target branch's head commit `.gitops/bot.yml` was read at when the change started
+    #: (None: not read) and what the file set (None: no file, the environment's settings)
+    policy_sha: Mapped[str | None] = mapped_column(String(64))
+    policy: Mapped[Any | None] = mapped_column(JSON(none_as_null=True))
+    #: requested by a Maintainer (`/gitops apply`): the policy's protected paths may change
+    maintainer_request: Mapped[bool | None] = mapped_column(Boolean)
+    #: the MR head that Maintainer's `/gitops apply` was given at: their authority covers that
+    #: head only (None: none bound; bot/app/steps/paths.py)
+    maintainer_sha: Mapped[str | None] = mapped_column(String(64))
+    #: the change's files with added/removed line counts and its unified diff (cut at a limit),
+    #: fixed before its approval is requested (bot/app/checks/preview.py)
+    preview: Mapped[Any | None] = mapped_column(JSON(none_as_null=True))
+    #: when a pipeline webhook for its MR first arrived: GitLab's hooks reach the bot for this
+    #: MR, so its pipeline waits poll only as a fallback (the `poll.covered_tiers` flag)
+    pipeline_hook_at: Mapped[datetime | None]
+    #: the gitops:: label the outbox last set on the MR (set again only when the phase's differs)
+    label_set: Mapped[str | None] = mapped_column(String(64))
+    #: whether its project merges through GitLab's merge trains, and when that was read
+    merge_train: Mapped[bool | None] = mapped_column(Boolean)
+    merge_train_at: Mapped[datetime | None]
     #: the bot's status comment on the MR, once written (edited in place without a lookup)
     status_note_id: Mapped[int | None] = mapped_column(BigInteger)
     #: sha256 of the body written there last (an unchanged comment is not written again)
@@ -173,7 +198,10 @@ class OutboxEntry(Base):
     """A side effect that must not be lost, written with the transition, sent after commit."""
 
     __tablename__ = "outbox"
-    __table_args__ = (Index("ix_outbox_pending", "sent_at", "next_attempt_at"),)
+    __table_args__ = (
+        Index("ix_outbox_pending", "sent_at", "next_attempt_at"),
+        Index("ix_outbox_dedupe_key", "dedupe_key", unique=True),
+    )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
     operation_id: Mapped[str] = mapped_column(String(36), index=True)
@@ -184,6 +212,14 @@ class OutboxEntry(Base):
     sent_at: Mapped[datetime | None]
     last_error: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime]
+    #: when it failed for good (GITOPS_OUTBOX_MAX_ATTEMPTS, a refusal, an unknown kind): never
+    #: claimed again until an operator retries it (`gitops-bot outbox retry`)
+    dead_at: Mapped[datetime | None]
+    #: when an operator dropped it (`gitops-bot outbox drop`): never performed, never claimed
+    dropped_at: Mapped[datetime | None]
+    dropped_by: Mapped[str | None] = mapped_column(String(255))
+    #: a callback row's delivery id, `<operation id>:<phase>`: one row per operation and phase
+    dedupe_key: Mapped[str | None] = mapped_column(String(128))
 
 
 class InboxEntry(Base):
@@ -238,6 +274,25 @@ class CommandReply(Base):
     last_reply_at: Mapped[datetime]
 
 
+class QueueEntry(Base):
+    """A change in its target branch's merge queue: entered when its operation moved into
+    MERGING (approved, MR pipeline passed), left when it moved out (fire() does both in the
+    transition's transaction). Lower rank merges first; a promotion takes the queue's lowest
+    rank minus one."""
+
+    __tablename__ = "merge_queue"
+    __table_args__ = (Index("ix_merge_queue_line", "project", "target_branch", "rank"),)
+
+    operation_id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    project: Mapped[str] = mapped_column(String(255))
+    target_branch: Mapped[str] = mapped_column(String(255))
+    #: microseconds since the epoch when it entered (or lower, once promoted)
+    rank: Mapped[int] = mapped_column(BigInteger)
+    entered_at: Mapped[datetime]
+    #: since when it has been driven as the head (None while it waits in line)
+    head_since: Mapped[datetime | None]
+
+
 class Flag(Base):
     """A dynamic flag (workflow order, approve implementation, poll tiers), read per use."""
 
@@ -257,3 +312,4 @@ INBOX = cast(Table, InboxEntry.__table__)
 DEPLOY_SIGNALS = cast(Table, DeploySignal.__table__)
 FLAGS = cast(Table, Flag.__table__)
 COMMAND_REPLIES = cast(Table, CommandReply.__table__)
+MERGE_QUEUE = cast(Table, QueueEntry.__table__)

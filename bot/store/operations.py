@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import and_, or_, select, update
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
 from bot.core.states import BindingState, Flow, Step
 from bot.errors import UnknownOperation
@@ -23,6 +23,10 @@ TOUCHABLE = frozenset(
         "progress",
         "head_sha",
         "verified_sha",
+        "pipeline_hook_at",
+        "label_set",
+        "merge_train",
+        "merge_train_at",
         "branch",
         "mr_url",
         "merge_commit_sha",
@@ -66,6 +70,19 @@ class OperationRow:
     attempts: int
     deadline_at: datetime | None
     progress: dict[str, Any]
+    #: when a pipeline webhook for its MR first arrived (None: none yet)
+    pipeline_hook_at: datetime | None = None
+    #: its project merges through GitLab's merge trains (None: not asked yet)
+    merge_train: bool | None = None
+    #: the commit the repository policy was read at (None: not read) and what it set (None: no
+    #: file: the environment's settings)
+    policy_sha: str | None = None
+    policy: dict[str, Any] | None = None
+    #: requested by a Maintainer: the policy's protected paths (and the file itself) may change
+    maintainer_request: bool = False
+    #: the MR head that Maintainer's `/gitops apply` was given at (None: none bound): their
+    #: authority covers that head only (bot/app/steps/paths.py)
+    maintainer_sha: str | None = None
 
     @property
     def gitlab_project(self) -> int | str:
@@ -109,6 +126,12 @@ def load(engine: Engine, operation_id: str) -> OperationRow:
         approval_id=r["approval_id"],
         change_identity=dict(r["change_identity"]) if r["change_identity"] else None,
         verified_sha=r["verified_sha"],
+        pipeline_hook_at=r["pipeline_hook_at"],
+        merge_train=r["merge_train"],
+        policy_sha=r["policy_sha"],
+        policy=dict(r["policy"]) if r["policy"] else None,
+        maintainer_request=bool(r["maintainer_request"]),
+        maintainer_sha=r["maintainer_sha"],
         approved=r["approved_at"] is not None,
         attempts=r["attempts"],
         deadline_at=r["deadline_at"],
@@ -123,6 +146,55 @@ def touch(engine: Engine, operation_id: str, **fields: Any) -> None:
         raise ValueError(f"touch() cannot set {sorted(unknown)}")
     with engine.begin() as conn:
         conn.execute(update(OPERATIONS).where(OPERATIONS.c.id == operation_id).values(**fields))
+
+
+def known_merge_train(engine: Engine, project: str, since: datetime) -> bool | None:
+    """Whether `project` merges through merge trains, as an operation of it last read it after
+    `since` (None: nobody did). One query."""
+    with engine.connect() as conn:
+        row = conn.execute(
+            select(OPERATIONS.c.merge_train)
+            .where(
+                OPERATIONS.c.project == project,
+                OPERATIONS.c.merge_train.is_not(None),
+                OPERATIONS.c.merge_train_at >= since,
+            )
+            .order_by(OPERATIONS.c.merge_train_at.desc())
+            .limit(1)
+        ).one_or_none()
+    return None if row is None else bool(row.merge_train)
+
+
+def label_set(engine: Engine, operation_id: str) -> str | None:
+    """The gitops:: label the outbox last set on the operation's MR (None: none, or forgotten)."""
+    with engine.connect() as conn:
+        return conn.execute(
+            select(OPERATIONS.c.label_set).where(OPERATIONS.c.id == operation_id)
+        ).scalar_one_or_none()
+
+
+def note_pipeline_hook(engine: Engine, project_id: int, mr_iid: int, now: datetime) -> None:
+    """Records that a pipeline webhook for this MR arrived (the first time only): GitLab's hooks
+    reach the bot for it, so its pipeline waits may poll as a fallback only. One UPDATE."""
+    with engine.begin() as conn:
+        conn.execute(
+            update(OPERATIONS)
+            .where(
+                OPERATIONS.c.project_id == project_id,
+                OPERATIONS.c.mr_iid == mr_iid,
+                OPERATIONS.c.pipeline_hook_at.is_(None),
+            )
+            .values(pipeline_hook_at=now)
+        )
+
+
+def bind_maintainer_head(conn: Connection, operation_id: str, head: str) -> None:
+    """Records the MR head a Maintainer's `/gitops apply` was given at, in the command's own
+    transaction (the operation it just submitted). Written once: no step changes it, so a
+    later head is never covered by that Maintainer's authority."""
+    conn.execute(
+        update(OPERATIONS).where(OPERATIONS.c.id == operation_id).values(maintainer_sha=head)
+    )
 
 
 def set_identity_once(engine: Engine, operation_id: str, identity: dict[str, Any]) -> bool:

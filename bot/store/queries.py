@@ -63,6 +63,8 @@ class OperationView:
     owns_binding: bool
     created_at: datetime
     history: tuple[HistoryEntry, ...] | None = None
+    #: the commit the repository policy was read at when it started (None: not read)
+    policy_sha: str | None = None
 
     @property
     def hint(self) -> Hint:
@@ -119,6 +121,7 @@ _VIEW = select(
     _ops.c.step,
     _ops.c.mr_url,
     _ops.c.created_at,
+    _ops.c.policy_sha,
     _bindings.c.state,
     _bindings.c.operation_id.label("owner"),
 ).join(_bindings, _bindings.c.id == _ops.c.binding_id)
@@ -210,6 +213,7 @@ def _view(row: RowMapping, history: tuple[HistoryEntry, ...], with_history: bool
         owns_binding=owns,
         created_at=row["created_at"],
         history=history if with_history else None,
+        policy_sha=row["policy_sha"],
     )
 
 

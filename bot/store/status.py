@@ -1,7 +1,8 @@
 """The status view: one operation as its status comment and dashboard page show it, and the
 dashboard's lists of requests.
 
-`load_status` reads an operation (two queries: it with its binding, then its audit rows);
+`load_status` reads an operation (two queries: it with its binding, then its audit rows; while
+it merges, its merge queue place besides);
 `overview_rows` reads what the dashboard lists (two queries). Rendering is bot/render/status.py's
 and webhooks/pages.py's.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
@@ -18,6 +20,8 @@ from bot.core.events import Event
 from bot.core.hints import Hint, hint_for
 from bot.core.states import FAILED, IN_FLIGHT, TERMINAL, BindingState, Step
 from bot.store.models import AUDIT, BINDINGS, OPERATIONS
+from bot.store.outbox import DROP_EVENT, RETRY_EVENT
+from bot.store.queue import PROMOTE_EVENT, Place, place
 
 _STATES = frozenset(s.value for s in BindingState)
 #: One transition on a request's path: (from, to, event).
@@ -44,6 +48,18 @@ class TimelineEntry:
     def stale(self) -> bool:
         """An event that arrived for nobody waiting for it: shown as ignored."""
         return self.version == 0
+
+    @property
+    def unmoved(self) -> str | None:
+        """What a row that moved nothing says where a transition shows from -> to: an
+        operator's promotion in its merge queue, else an ignored event; None for a transition."""
+        if not self.stale:
+            return None
+        if self.event == PROMOTE_EVENT:
+            return "moved to the front of its merge queue"
+        if self.event in (RETRY_EVENT, DROP_EVENT):
+            return self.detail or self.event
+        return "ignored (stale event)"
 
     @property
     def transition(self) -> bool:
@@ -80,6 +96,14 @@ class StatusView:
     #: the status comment's id once written (the dispatcher edits it without looking it up)
     status_note_id: int | None = None
     status_note_hash: str | None = None
+    #: its place in its branch's merge queue while it is MERGING (and owns its binding), else None
+    queue: Place | None = None
+    #: the commit the repository policy was read at (None: not read) and whether the file was
+    #: there (False: the environment's settings)
+    policy_sha: str | None = None
+    policy_file: bool = False
+    #: the change's preview (bot/app/checks/preview.py), once fixed before its approval request
+    preview: dict[str, Any] | None = None
 
     @property
     def hint(self) -> Hint:
@@ -122,6 +146,9 @@ _VIEW = select(
     OPERATIONS.c.error_detail,
     OPERATIONS.c.status_note_id,
     OPERATIONS.c.status_note_hash,
+    OPERATIONS.c.policy_sha,
+    OPERATIONS.c.policy,
+    OPERATIONS.c.preview,
     BINDINGS.c.state,
     BINDINGS.c.operation_id.label("owner"),
 ).join(BINDINGS, BINDINGS.c.id == OPERATIONS.c.binding_id)
@@ -140,7 +167,8 @@ _TIMELINE = select(
 
 
 def load_status(engine: Engine, operation_id: str) -> StatusView | None:
-    """The operation's status view (one query for it and its binding, one for its audit rows)."""
+    """The operation's status view (one query for it and its binding, one for its audit rows,
+    and, while it is MERGING, its place in its merge queue)."""
     with engine.connect() as conn:
         row = conn.execute(_VIEW.where(OPERATIONS.c.id == operation_id)).one_or_none()
         if row is None:
@@ -163,6 +191,9 @@ def load_status(engine: Engine, operation_id: str) -> StatusView | None:
     values = row._mapping
     owns = values["owner"] == operation_id
     state = BindingState(values["state"])
+    # a third read only while it merges (after the connection above is given back: reading the
+    # line may drop rows of operations replaced meanwhile)
+    queued = place(engine, operation_id) if owns and state is BindingState.MERGING else None
     return StatusView(
         operation_id=operation_id,
         title=values["title"],
@@ -183,6 +214,10 @@ def load_status(engine: Engine, operation_id: str) -> StatusView | None:
         timeline=timeline,
         status_note_id=values["status_note_id"],
         status_note_hash=values["status_note_hash"],
+        queue=queued,
+        policy_sha=values["policy_sha"],
+        policy_file=values["policy"] is not None,
+        preview=dict(values["preview"]) if values["preview"] else None,
     )
 
 

@@ -52,6 +52,14 @@ class NewRequest:
     mr_iid: int | None = None
     mr_url: str | None = None
     reverts_operation_id: str | None = None
+    #: the repository policy the change follows: the commit it was read at, what it set
+    policy_sha: str | None = None
+    policy: dict[str, Any] | None = None
+    #: requested by a Maintainer: the policy's protected paths may change
+    maintainer_request: bool = False
+    #: where the API submitter is told of each phase change (checked against
+    #: GITOPS_CALLBACK_HOSTS before it gets here)
+    callback_url: str | None = None
 
 
 def submit(
@@ -177,6 +185,7 @@ def _claim_binding(
                     state=target.value,
                     version=1,
                     updated_at=now,
+                    state_since=now,
                 )
                 .returning(_bindings.c.id)
             ).scalar_one()
@@ -184,7 +193,13 @@ def _claim_binding(
     moved = conn.execute(
         update(_bindings)
         .where(_bindings.c.id == binding.id, _bindings.c.version == binding.version)
-        .values(operation_id=op_id, state=target.value, version=binding.version + 1, updated_at=now)
+        .values(
+            operation_id=op_id,
+            state=target.value,
+            version=binding.version + 1,
+            updated_at=now,
+            state_since=now,
+        )
     )
     if moved.rowcount != 1:
         raise Conflict(f"{request.subject_id} -> {request.target_key} moved under us")
@@ -214,9 +229,13 @@ def _operation_row(
         "requested_by": request.requested_by,
         "idempotency_key": request.idempotency_key,
         "request_hash": request.request_hash,
+        "callback_url": request.callback_url,
         "mr_iid": request.mr_iid,
         "mr_url": request.mr_url,
         "mr_opened_by_bot": False,
+        "policy_sha": request.policy_sha,
+        "policy": request.policy,
+        "maintainer_request": request.maintainer_request or None,
         "attempts": 0,
         "created_at": now,
         "updated_at": now,

@@ -1,7 +1,10 @@
-"""The sweep's statements: operations past their deadline, and pushing their deadlines on.
+"""The sweep's statements: operations past their deadline, pushing their deadlines on, and the
+record of the last run.
 
 One query finds them and one update re-arms those re-driven, whatever their number (bot/app/sweep.py
-decides which are re-driven and which expire).
+decides which are re-driven and which expire). Each run ends by upserting one `flags` row under
+`LAST_SWEEP_KEY` (not a flag, like the hooks check's result): what it did and when, read by the
+scrape (`gitops_last_sweep_timestamp_seconds`, bot/store/gauges.py).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from sqlalchemy import and_, or_, select, update
 from sqlalchemy.engine import Engine
 
 from bot.core.states import WAITS, BindingState, Step, WaitKind
+from bot.store.flags import put_row
 from bot.store.models import BINDINGS, OPERATIONS
 
 #: States whose operations a running step is responsible for (re-driven past the deadline).
@@ -21,6 +25,8 @@ STEP_STATES = tuple(s for s, kind in WAITS.items() if kind in (WaitKind.STEP, Wa
 PEOPLE_STATES = tuple(s for s, kind in WAITS.items() if kind is WaitKind.PEOPLE)
 #: Rows looked at per run (the rest wait for the next run).
 BATCH = 500
+#: The `flags` row recording the last sweep (deliberately not a flag).
+LAST_SWEEP_KEY = "status.last_sweep"
 
 
 def overdue(
@@ -98,3 +104,8 @@ def deploy_overdue(
     )
     with engine.connect() as conn:
         return [(r.id, int(r.version)) for r in conn.execute(query)]
+
+
+def record_sweep(engine: Engine, now: datetime, did: dict[str, int]) -> None:
+    """Keeps when the sweep last ran to its end and what it did (an upsert of one row)."""
+    put_row(engine, LAST_SWEEP_KEY, did, now)

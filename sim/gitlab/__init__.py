@@ -10,7 +10,8 @@ with double.serve() as base_url:      # or a real threaded server on 127.0.0.1
 
 People's moves on demand: `push`, `force_push` (history rewritten), `retarget`, `approve_as`,
 `add_note`, ...; `protect_branch` and the protected branches API (`edition = "ce"` for a GitLab
-without per-user entries), enforced on commits, branches, merges, rebases and pushes.
+without per-user entries), enforced on commits, branches, merges, rebases and pushes. Merge
+trains (`set_merge_trains`, the Merge Trains API, `train`): see `trains.py`.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from .model import (
     Pipeline,
     Project,
     ProtectedBranch,
+    TrainCar,
     User,
 )
 from .webhooks import Delivery
@@ -49,5 +51,6 @@ __all__ = [
     "Pipeline",
     "Project",
     "ProtectedBranch",
+    "TrainCar",
     "User",
 ]

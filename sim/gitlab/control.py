@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 
-from . import mr_ops, notes, protection, repo
+from . import mr_ops, notes, protection, repo, trains
 from .model import (
     PIPELINE_STATUSES,
     Access,
@@ -15,6 +15,7 @@ from .model import (
     Pipeline,
     Project,
     ProtectedBranch,
+    TrainCar,
 )
 from .seeding import ProjectRef, SeedingMixin, UserRef
 
@@ -205,6 +206,25 @@ class ControlMixin(SeedingMixin):
         with self.lock:
             p = self._p(project)
             return self.state.head_pipeline(p, self.state.mr(p, iid))
+
+    def set_merge_trains(self, project: ProjectRef, enabled: bool = True) -> None:
+        """A maintainer turns "Merged results pipelines" and "Merge trains" on (or both off)
+        in the project's merge request settings (a Premium project: see `edition`)."""
+        with self.lock:
+            p = self._p(project)
+            p.merge_pipelines_enabled = p.merge_trains_enabled = enabled
+
+    def train(self, project: ProjectRef, branch: str | None = None) -> list[TrainCar]:
+        """The cars on the merge train of `branch` (default branch by default), first first
+        (live objects: read them)."""
+        with self.lock:
+            p = self._p(project)
+            return trains.cars(p, branch or p.default_branch, active=True)
+
+    def train_car(self, project: ProjectRef, iid: int) -> TrainCar | None:
+        """The MR's car (on the train, or merged), or None (never added, or dropped)."""
+        with self.lock:
+            return self._p(project).train_cars.get(iid)
 
     def set_merge_status(self, project: ProjectRef, iid: int, status: str | None) -> None:
         """Forces `detailed_merge_status` (e.g. `checking`, `approvals_syncing`); None clears."""

@@ -48,6 +48,8 @@ class User:
     username: str
     name: str
     token: str | None
+    #: the token's scopes, as GET /personal_access_tokens/self shows them
+    scopes: tuple[str, ...] = ("api",)
 
 
 @dataclass
@@ -181,12 +183,48 @@ class MergeRequest:
     forced_status: str | None = None
     forced_conflict: bool = False
     notes: dict[int, Note] = field(default_factory=dict)
+    #: auto-merge is set (`merge_when_pipeline_succeeds`): on a merge train, or waiting to join
+    #: one when its checks pass
+    auto_merge: bool = False
+    #: who set auto-merge (the train car's user once it joins)
+    auto_merge_user_id: int | None = None
+    squash: bool = False
 
     @property
     def draft(self) -> bool:
         """GitLab's draft detection from the title prefix."""
         lowered = self.title.lower()
         return lowered.startswith(("draft:", "[draft]", "(draft)", "draft -", "wip:", "[wip]"))
+
+
+#: Merge train car statuses (`MergeTrains::Car`): still to merge, and done.
+CAR_ACTIVE = frozenset({"idle", "stale", "fresh"})
+CAR_COMPLETE = frozenset({"merging", "merged", "skip_merged"})
+
+
+@dataclass
+class TrainCar:
+    """One MR on the merge train of its target branch (GitLab keeps the row once merged)."""
+
+    id: int
+    mr_iid: int
+    project_id: int
+    target_branch: str
+    user_id: int
+    created_at: datetime
+    updated_at: datetime
+    status: str = "idle"
+    pipeline_id: int | None = None
+    #: the ref the car's merge result was built on (the car ahead's, or the target's head)
+    base_sha: str | None = None
+    #: the car's merge result: its pipeline runs on it, and the target moves to it on merge
+    train_sha: str | None = None
+    merged_at: datetime | None = None
+
+    @property
+    def active(self) -> bool:
+        """Still on the train (idle, stale or fresh)."""
+        return self.status in CAR_ACTIVE
 
 
 @dataclass
@@ -238,6 +276,12 @@ class Project:
     labels: dict[str, int] = field(default_factory=dict)
     #: protection rules by name (exact or wildcard), in creation order
     protected_branches: dict[str, ProtectedBranch] = field(default_factory=dict)
+    #: "Merged results pipelines" and "Merge trains" in the MR settings (Premium): both are
+    #: needed for merge trains, as in GitLab
+    merge_pipelines_enabled: bool = False
+    merge_trains_enabled: bool = False
+    #: the merge train cars by MR iid (one per MR, as GitLab's has_one); dropped cars are gone
+    train_cars: dict[int, TrainCar] = field(default_factory=dict)
     next_mr_iid: int = 1
     next_pipeline_iid: int = 1
 

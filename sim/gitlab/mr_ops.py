@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from . import protection, repo
+from . import protection, repo, trains
 from .errors import ApiError, forbidden, not_found, unauthorized
 from .model import Access, MergeRequest, Project, User
 
@@ -168,6 +168,7 @@ def approve(
     state.emit(project, "merge_request", mr=mr, actor=actor, action="approval")
     if len(mr.approvals) >= project.required_approvals:
         state.emit(project, "merge_request", mr=mr, actor=actor, action="approved")
+    trains.on_change(state, project)  # an MR waiting for its approvals joins its merge train
 
 
 def unapprove(state: State, project: Project, mr: MergeRequest, actor: User) -> None:

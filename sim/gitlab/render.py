@@ -50,7 +50,7 @@ def project(state: State, p: Project) -> JSON:
     """GET /projects/:id."""
     url = state.project_url(p)
     host = state.web_url.split("://", 1)[-1]
-    return {
+    out: JSON = {
         "id": p.id,
         "name": p.name,
         "name_with_namespace": p.path.replace("/", " / "),
@@ -76,6 +76,12 @@ def project(state: State, p: Project) -> JSON:
         "only_allow_merge_if_pipeline_succeeds": p.pipeline_must_succeed,
         "approvals_before_merge": p.required_approvals,
     }
+    if state.edition == "premium":
+        # exposed only with the licence (Premium, Ultimate); absent on Free and CE. GitLab's
+        # merge_trains_enabled is true only with merged results pipelines on as well
+        out["merge_pipelines_enabled"] = p.merge_pipelines_enabled
+        out["merge_trains_enabled"] = p.merge_pipelines_enabled and p.merge_trains_enabled
+    return out
 
 
 def commit(state: State, p: Project, c: Commit) -> JSON:

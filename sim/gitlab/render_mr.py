@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from . import repo
-from .model import Access, Award, MergeRequest, Note, Project, User
+from .model import Access, Award, MergeRequest, Note, Project, TrainCar, User
 from .render import JSON, pipeline, ts, user
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ def merge_request(
         "draft": mr.draft,
         "work_in_progress": mr.draft,
         "milestone": None,
-        "merge_when_pipeline_succeeds": False,
+        "merge_when_pipeline_succeeds": mr.auto_merge,
         "merge_status": state.merge_status(p, mr),
         "detailed_merge_status": status,
         "sha": mr.sha,
@@ -64,7 +64,7 @@ def merge_request(
             "full": f"{p.path}!{mr.iid}",
         },
         "web_url": state.mr_url(p, mr),
-        "squash": False,
+        "squash": mr.squash,
         "squash_on_merge": False,
         "has_conflicts": state.has_conflicts(p, mr),
         "blocking_discussions_resolved": True,
@@ -167,4 +167,33 @@ def award(state: State, a: Award) -> JSON:
         "updated_at": ts(a.created_at),
         "awardable_id": a.note_id,
         "awardable_type": "Note",
+    }
+
+
+def train_car(state: State, p: Project, car: TrainCar) -> JSON:
+    """A merge train car (`EE::API::Entities::MergeTrains::Car`)."""
+    mr = p.mrs[car.mr_iid]
+    pl = p.pipelines.get(car.pipeline_id) if car.pipeline_id else None
+    duration = int((car.merged_at - car.created_at).total_seconds()) if car.merged_at else None
+    return {
+        "id": car.id,
+        "merge_request": {
+            "id": mr.id,
+            "iid": mr.iid,
+            "project_id": p.id,
+            "title": mr.title,
+            "description": mr.description,
+            "state": mr.state,
+            "created_at": ts(mr.created_at),
+            "updated_at": ts(mr.updated_at),
+            "web_url": state.mr_url(p, mr),
+        },
+        "user": user(state, state.users[car.user_id]),
+        "pipeline": pipeline(state, p, pl) if pl else None,
+        "created_at": ts(car.created_at),
+        "updated_at": ts(car.updated_at),
+        "target_branch": car.target_branch,
+        "status": car.status,
+        "merged_at": ts(car.merged_at),
+        "duration": duration,
     }

@@ -36,6 +36,29 @@ def current_user(ctx: Ctx) -> Reply:
     return Reply(200, out)
 
 
+@router.route("GET", "/version")
+def version(ctx: Ctx) -> Reply:
+    """The instance's version (any valid token may read it)."""
+    return Reply(200, {"version": "17.5.0-sim", "revision": "sim"})
+
+
+@router.route("GET", "/personal_access_tokens/self")
+def token_self(ctx: Ctx) -> Reply:
+    """The caller's token: its scopes, and that it is active."""
+    user = ctx.user
+    return Reply(
+        200,
+        {
+            "id": user.id,
+            "name": "token",
+            "user_id": user.id,
+            "active": True,
+            "revoked": False,
+            "scopes": list(user.scopes),
+        },
+    )
+
+
 @router.route("GET", "/users/{user_id:int}")
 def get_user(ctx: Ctx) -> Reply:
     """A user by id."""

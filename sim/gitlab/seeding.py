@@ -41,10 +41,13 @@ class SeedingMixin:
         token: str | None = None,
         name: str | None = None,
         access: Mapping[str, int] | None = None,
+        scopes: tuple[str, ...] = ("api",),
     ) -> User:
-        """A user (with an API token if given) and its access level per project path."""
+        """A user (with an API token of `scopes` if given) and its access level per project."""
         with self.lock:
-            user = User(self.state.next_id("user"), username, name or username.title(), token)
+            user = User(
+                self.state.next_id("user"), username, name or username.title(), token, scopes
+            )
             self.state.users[user.id] = user
             for path, level in (access or {}).items():
                 self.state.project(path).members[user.id] = level

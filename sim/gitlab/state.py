@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import unquote
 
-from . import repo, webhooks
+from . import repo, trains, webhooks
 from .errors import not_found
 from .model import RUNNING_STATUSES, Access, Commit, Hook, MergeRequest, Pipeline, Project, User
 
@@ -47,6 +47,10 @@ class State:
         self.users: dict[int, User] = {}
         self.projects: dict[int, Project] = {}
         self.commits: dict[str, Commit] = {}
+        #: merge trains: projects waiting for another pass of `trains.settle`, and whether one
+        #: is running (settling starts and cancels pipelines, which asks to settle again)
+        self.trains_pending: set[int] = set()
+        self.trains_settling = False
         self.outgoing: list[webhooks.Delivery] = []
         #: set whenever a webhook is queued (a relay waits on it instead of polling)
         self.emitted = threading.Event()
@@ -144,6 +148,7 @@ class State:
                     and mr.sha != sha
                 ):
                     self.on_new_head(target, mr, sha, mr.sha, actor)
+        trains.on_change(self, project)  # a target moved outside its train: the cars rebuild
 
     def on_new_head(
         self, project: Project, mr: MergeRequest, sha: str, before: str, actor: User
@@ -156,6 +161,7 @@ class State:
         if project.reset_approvals_on_push:
             mr.approvals.clear()
         self.emit(project, "merge_request", mr=mr, actor=actor, action="update", oldrev=before)
+        trains.on_new_head(self, project, mr)  # it leaves its merge train, if on one
         self.create_pipeline(project, mr, actor, before)
 
     # -- pipelines -------------------------------------------------------------------------
@@ -196,6 +202,7 @@ class State:
         pipeline.finished_at = None if status in RUNNING_STATUSES else now
         mr = project.mrs.get(pipeline.mr_iid) if pipeline.mr_iid else None
         self.emit(project, "pipeline", pipeline=pipeline, mr=mr, actor=self.users[pipeline.user_id])
+        trains.on_change(self, project)
 
     def mr_pipelines(self, project: Project, mr: MergeRequest) -> list[Pipeline]:
         """The MR's pipelines, newest first."""

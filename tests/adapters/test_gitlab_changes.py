@@ -143,10 +143,9 @@ def test_fresh_change_makes_branch_commit_and_mr(rsps: responses.RequestsMock) -
     assert len(rsps.calls) == 6
 
 
-def test_a_fresh_operation_skips_the_mr_lookup(rsps: responses.RequestsMock) -> None:
-    """`fresh`: nothing of this operation can exist yet, so with the branch missing no MR is
-    looked for (five calls, not six), and the commit is known to be the one just written."""
-    rsps.add(responses.GET, BRANCH_URL, status=404, json={"message": "404 Branch Not Found"})
+def test_a_fresh_operation_skips_the_branch_and_mr_lookups(rsps: responses.RequestsMock) -> None:
+    """`fresh`: nothing of this operation can exist yet, so neither its branch nor an MR is
+    looked for (four calls, not six), and the commit is known to be the one just written."""
     _files_lookup(rsps)
     _commit_ok(rsps)
     _mr_ok(rsps)
@@ -155,25 +154,31 @@ def test_a_fresh_operation_skips_the_mr_lookup(rsps: responses.RequestsMock) -> 
 
     assert ref.wrote_commit is True
     assert ref.mr_iid == 7
-    assert not any(
-        c.request.method == "GET" and "merge_requests" in c.request.url for c in rsps.calls
-    )
-    assert len(rsps.calls) == 5
+    assert not any(c.request.method == "GET" for c in rsps.calls)
+    assert len(rsps.calls) == 4
 
 
 def test_a_fresh_operation_finding_its_branch_looks_for_the_mr(
     rsps: responses.RequestsMock,
 ) -> None:
-    """`fresh` but the branch is there (written by someone else under our name): the MR is
-    looked for, and the commit found by its trailer is not taken as written by this run."""
+    """`fresh` but the branch is there (written by someone else under our name): the commit's
+    write is refused, the branch is read then, the MR is looked for, and the commit found by
+    its trailer is not taken as written by this run."""
+    _files_lookup(rsps)
+    rsps.add(
+        responses.POST,
+        COMMITS_URL,
+        status=400,
+        json={"message": "A branch called 'gitops/op-1' already exists."},
+    )
     rsps.add(responses.GET, BRANCH_URL, json=_branch())
     _no_mr(rsps)
     _mr_ok(rsps)
 
     ref = _create(fresh=True)
 
-    assert ref.wrote_commit is False
-    assert "POST /projects/42/repository/commits" not in calls(rsps)
+    assert (ref.commit_sha, ref.wrote_commit, ref.mr_iid) == (SHA, False, 7)
+    assert calls(rsps).count("POST /projects/42/repository/commits") == 1
 
 
 def test_rerun_after_crash_after_commit_opens_only_the_mr(rsps: responses.RequestsMock) -> None:

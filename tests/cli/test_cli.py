@@ -6,7 +6,6 @@ import os
 import re
 import selectors
 import shlex
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ from bot.core.diagram import mermaid
 from bot.core.table import TABLE
 from bot.store.engine import make_engine
 from gitops_bot.cli import main
+from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -75,12 +75,6 @@ def test_worker_explains_it_needs_redis(monkeypatch: pytest.MonkeyPatch) -> None
     assert "GITOPS_REDIS_URL" in result.output
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _start(argv: list[str], cwd: Path, port: int) -> subprocess.Popen[bytes]:
     """Starts a process as an operator would: no GITOPS_* settings, the venv on PATH."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GITOPS_")}
@@ -94,7 +88,7 @@ def _start(argv: list[str], cwd: Path, port: int) -> subprocess.Popen[bytes]:
 @contextmanager
 def running(argv: list[str], cwd: Path) -> Iterator[str]:
     """The process started, listening; its base URL; stopped on exit."""
-    port = _free_port()
+    port = free_port()
     proc = _start(argv, cwd, port)
     try:
         wait_for_line(proc, "Listening at", deadline=time.monotonic() + 60)

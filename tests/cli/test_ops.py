@@ -4,72 +4,33 @@ the suite's database and the GitLab double, run through click's CliRunner with G
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
 from sqlalchemy import insert, select
 from sqlalchemy.engine import Engine
 
-from bot.config import Settings
 from bot.core.events import Event as E
 from bot.core.request import TransitionRequest
 from bot.core.states import BindingState as S
 from bot.gitlab.protection import ProtectionResult, Verdict
-from bot.services import Services
-from bot.store.engine import make_engine
 from bot.store.fire import fire
 from bot.store.flags import DEFAULTS, get_flag
 from bot.store.hooks import last_report
 from bot.store.models import AUDIT, DEPLOY_SIGNALS, utcnow
 from bot.store.submit import submit
 from bot.store.sweep import overdue
-from gitops_bot import ops, ops_hooks
-from gitops_bot.cli import main
+from gitops_bot import ops_hooks
 from sim.gitlab import ApiError, GitLabDouble
 from tests.api import FakeQueue
 from tests.builders import OUTBOX, binding_state, count, make_operation, make_request, operation
+from tests.cli import AUTHOR_TOKEN, GITLAB, PUBLIC, REDIS_URL, WEBHOOK_SECRET, Run
 from tests.pages import set_times
 
-GITLAB = "https://gitlab.example.com"
-AUTHOR_TOKEN = "author-token-cli-123"
-WEBHOOK_SECRET = "hook-secret-cli-456"
-PUBLIC = "https://bot.example.com"
 RECEIVER = f"{PUBLIC}/webhooks/gitlab"
 PROJECT = "platform/config"
-
-Run = Callable[..., Result]
-
-
-def database_url(engine: Engine) -> str:
-    """The suite database's URL, password included, as GITOPS_DATABASE_URL."""
-    return engine.url.render_as_string(hide_password=False)
-
-
-@pytest.fixture
-def env(db: Engine) -> dict[str, str | None]:
-    """The environment of an operator's shell on the embedded default (no Redis)."""
-    return {
-        "GITOPS_DATABASE_URL": database_url(db),
-        "GITOPS_REDIS_URL": None,
-        "GITOPS_GITLAB_URL": GITLAB,
-        "GITOPS_GITLAB_TOKEN": AUTHOR_TOKEN,
-        "GITOPS_WEBHOOK_SECRET": WEBHOOK_SECRET,
-        "GITOPS_PUBLIC_URL": PUBLIC,
-        "GITOPS_PROJECTS": None,
-    }
-
-
-@pytest.fixture
-def run(env: dict[str, str | None]) -> Run:
-    """`gitops-bot <args>` with that environment (overridable per call)."""
-
-    def invoke(*args: str, **overrides: str | None) -> Result:
-        return CliRunner().invoke(main, list(args), env={**env, **overrides})
-
-    return invoke
 
 
 @pytest.fixture
@@ -206,19 +167,11 @@ def test_retry_of_a_merged_change_says_it_waits_for_the_deployment(db: Engine, r
     assert "waits for the deployment's word" in result.output
 
 
-def test_retry_with_redis_enqueues_the_drive_job(
-    db: Engine, run: Run, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_retry_with_redis_enqueues_the_drive_job(db: Engine, run: Run, queue: FakeQueue) -> None:
     """With a Redis queue configured, the retry enqueues the drive job for the operation."""
     op_id = failed_operation(db)
-    queue = FakeQueue()
 
-    def services(settings: Settings) -> Services:
-        engine = make_engine(settings.database_url)
-        return Services(settings=settings, engine=engine, queue=queue)
-
-    monkeypatch.setattr(ops, "build_services", services)
-    result = run("retry", op_id, GITOPS_REDIS_URL="redis://127.0.0.1:1/0")
+    result = run("retry", op_id, GITOPS_REDIS_URL=REDIS_URL)
 
     assert result.exit_code == 0, result.output
     assert "drive job queued" in result.output

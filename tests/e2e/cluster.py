@@ -124,9 +124,9 @@ class Cluster:
         self._spawn(name, "web", {"PORT": str(port), "GITOPS_BIND": "127.0.0.1"})
         return f"http://127.0.0.1:{port}"
 
-    def start_worker(self, name: str) -> Proc:
-        """A `gitops-bot worker` (not waited for)."""
-        return self._spawn(name, "worker")
+    def start_worker(self, name: str, env: Mapping[str, str] | None = None) -> Proc:
+        """A `gitops-bot worker` (not waited for), with `env` added to the cluster's."""
+        return self._spawn(name, "worker", env)
 
     def start_scheduler(self, name: str = "scheduler") -> Proc:
         """The `gitops-bot scheduler` (not waited for)."""
@@ -250,13 +250,3 @@ def _socket_inodes_of_port(port: int) -> set[str]:
             if local_port == port:
                 found.add(fields[9])
     return found
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 now."""
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port

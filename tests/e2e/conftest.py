@@ -1,10 +1,12 @@
 """Fixtures of the end-to-end suite: a started `World` per test, logs shown on failure.
 
-These scenarios need PostgreSQL and Redis (the Procfile's processes coordinate through them):
-they use GITOPS_TEST_DATABASE_URL and GITOPS_TEST_REDIS_URL, as the rest of the suite does, and
-are skipped with that reason on the embedded pass, which has neither (running them there on
-guessed servers would run the whole suite twice in CI, on databases CI did not name). The demo
-scenario needs no servers and runs in both passes.
+These scenarios need Redis (the Procfile's processes coordinate through it and the database):
+they use GITOPS_TEST_REDIS_URL, as the rest of the suite does, and the suite's database:
+PostgreSQL when GITOPS_TEST_DATABASE_URL is given (CI gives both), else the suite's SQLite file,
+which the processes share (WAL, BEGIN IMMEDIATE: writes take turns). They are skipped with that
+reason on the embedded pass, which has no Redis (running them there on a guessed server would
+run the whole suite twice in CI, on a server CI did not name). The demo scenario needs no
+servers and runs in both passes.
 """
 
 from __future__ import annotations
@@ -16,13 +18,12 @@ import pytest
 from redis import Redis
 from sqlalchemy.engine import Engine
 
-from tests.conftest import PG_URL, REDIS_URL
-from tests.e2e import figures
+from tests.conftest import REDIS_URL
 from tests.e2e.world import World
 
 NEEDS_SERVERS = (
-    "e2e on real processes needs PostgreSQL and Redis: set GITOPS_TEST_DATABASE_URL and "
-    "GITOPS_TEST_REDIS_URL (.ci/run does)"
+    "e2e on real processes needs Redis: set GITOPS_TEST_REDIS_URL (.ci/run does, with "
+    "GITOPS_TEST_DATABASE_URL: PostgreSQL; without it they run on the suite's SQLite file)"
 )
 
 
@@ -36,20 +37,10 @@ def pytest_runtest_makereport(
     setattr(item, f"rep_{report.when}", report)
 
 
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """Prints the figures the scenarios measured, and writes them to artifacts/."""
-    if not figures.FIGURES:
-        return
-    terminalreporter.section("e2e figures")
-    for line in figures.lines():
-        terminalreporter.write_line(line)
-    figures.save()
-
-
 @pytest.fixture
 def servers() -> None:
-    """Skips the scenario when no PostgreSQL and Redis were given."""
-    if PG_URL is None or REDIS_URL is None:
+    """Skips the scenario when no Redis was given."""
+    if REDIS_URL is None:
         pytest.skip(NEEDS_SERVERS)
 
 

@@ -23,7 +23,14 @@ TIMINGS = {
     "GITOPS_RECONCILE_MAX_AGE": "3600",
 }
 #: Dynamic flags for short polls (the defaults poll every 10 s at first).
-FLAGS = {"poll.pipeline_tiers": [[1, 120]], "poll.rebase_tiers": [[1, 60]]}
+FLAGS = {
+    "poll.pipeline_tiers": [[1, 120]],
+    "poll.rebase_tiers": [[1, 60]],
+    "poll.covered_tiers": [[1, 120]],
+    "poll.covered_rebase_tiers": [[1, 60]],
+    "poll.merge_tiers": [[1, 120]],
+    "poll.train_tiers": [[1, 120]],
+}
 #: How long a scenario waits for the bot to reach a state.
 SETTLE = 60.0
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-import inspect
 from typing import Any
 
 import pytest
@@ -16,19 +14,7 @@ from tests.e2e.cluster import wait_until
 from tests.e2e.figures import record
 from tests.e2e.world import APPROVERS, AUTHOR, PROJECT, SETTLE, World
 
-
-def _commands_wired() -> bool:
-    if importlib.util.find_spec("bot.app.commands.note") is None:
-        return False
-    import jobs.inbox
-
-    return "on_note" in inspect.getsource(jobs.inbox)
-
-
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.skipif(not _commands_wired(), reason="commands not wired yet"),
-]
+pytestmark = pytest.mark.e2e
 
 
 def test_gitops_apply_on_a_persons_mr_reaches_validated(world: World) -> None:

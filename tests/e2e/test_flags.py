@@ -14,6 +14,12 @@ from tests.e2e.world import APPROVERS, PATHS, PROJECT, World
 pytestmark = pytest.mark.e2e
 
 
+#: The approval wait shown as pending: the approvers here are held until all five requests wait,
+#: which on a slow machine can outlast the e2e step timeout (4 s). A people wait may do that; it
+#: is not a step of either order, so the order each request took is read without it.
+SHOWN_PENDING = ("APPROVAL_SENT", "APPROVAL_SENT", "approval_timed_out")
+
+
 def set_order(world: World, order: str) -> None:
     """The operator flips the order flag with the CLI."""
     done = world.cli("flags", "set", "workflow.order", order)
@@ -39,7 +45,9 @@ def test_order_flag_flipped_with_both_orders_in_flight(world: World) -> None:
 
     for op_id, flow in started.items():
         assert world.status(op_id)["flow"] == flow.value
-        assert world.transitions(op_id) == PATHS[flow], world.describe(op_id)
+        path = world.transitions(op_id)
+        assert path.count(SHOWN_PENDING) <= 1, world.describe(op_id)
+        assert [t for t in path if t != SHOWN_PENDING] == PATHS[flow], world.describe(op_id)
         ext = world.approvals.approval_of(op_id).submission["ext"]  # type: ignore[union-attr]
         assert ("mrId" in ext) == (flow is Flow.MR_FIRST), ext
         assert world.effects(op_id)["merges"] == 1

@@ -13,7 +13,7 @@ import json
 import subprocess
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +33,7 @@ from sim.approval import FakeApprovalSystem
 from sim.deploy import FakeDeployPipeline
 from sim.gitlab import GitLabDouble, MergeRequest, Note
 from sim.relay import WebhookRelay
-from tests.e2e.cluster import BIN, Cluster, free_port, wait_until
+from tests.e2e.cluster import BIN, Cluster, wait_until
 from tests.e2e.names import (
     API_TOKEN,
     APPROVERS,
@@ -49,6 +49,7 @@ from tests.e2e.names import (
     TIMINGS,
 )
 from tests.e2e.world_commands import CommandViews
+from tests.ports import free_port
 
 __all__ = [
     "API_TOKEN",
@@ -64,6 +65,10 @@ __all__ = [
     "TIMINGS",
     "World",
 ]
+
+#: Times `submit` sends a request the API answered 503 gitlab_unavailable (at once: nothing was
+#: recorded, and the faults it meets are counted, not timed).
+SUBMIT_ATTEMPTS = 10
 
 
 @dataclass
@@ -81,12 +86,17 @@ class World(CommandViews):
     web: list[str] = field(init=False)
     gitlab_url: str = field(init=False)
     _stack: ExitStack = field(default_factory=ExitStack)
+    #: worker name -> the URL of its /metrics (started with worker_metrics=True)
+    worker_metrics: dict[str, str] = field(default_factory=dict)
     _n: int = 0
 
     # -- setting up --------------------------------------------------------------------------
 
-    def start(self, *, workers: int = 2, webs: int = 2, **env: str) -> World:
-        """Starts the doubles and the processes; returns when every process is ready."""
+    def start(
+        self, *, workers: int = 2, webs: int = 2, worker_metrics: bool = False, **env: str
+    ) -> World:
+        """Starts the doubles and the processes; returns when every process is ready. With
+        `worker_metrics`, each worker answers /metrics on a port of its own (`metrics_of`)."""
         self.gitlab = GitLabDouble("http://gitlab.e2e.test", mode="new")
         self.gitlab.add_project(PROJECT, files={FILE: "replicas: 1\n"})
         self.gitlab.add_user(AUTHOR, token="author-token", access={PROJECT: 40})
@@ -124,7 +134,12 @@ class World(CommandViews):
         for n, port in enumerate(ports, start=1):
             self.cluster.start_web(f"web-{n}", port)
         for n in range(1, workers + 1):
-            self.cluster.start_worker(f"worker-{n}")
+            extra: dict[str, str] = {}
+            if worker_metrics:
+                port = free_port()
+                self.worker_metrics[f"worker-{n}"] = f"http://127.0.0.1:{port}/metrics"
+                extra["GITOPS_WORKER_METRICS_PORT"] = str(port)
+            self.cluster.start_worker(f"worker-{n}", extra)
         self.cluster.start_scheduler()
         for url in self.web:
             self.cluster.wait_web(url)
@@ -168,6 +183,16 @@ class World(CommandViews):
             command, env=self.cluster.env, capture_output=True, text=True, timeout=60, check=False
         )
 
+    def add_project(self, path: str, files: Mapping[str, str]) -> None:
+        """Another project in GitLab, set up as PROJECT is: the bot's accounts Maintainers,
+        alice a Developer, the bot's and the deployment pipeline's hooks."""
+        self.gitlab.add_project(path, files=dict(files))
+        for name in (AUTHOR, *APPROVERS):
+            self.gitlab.add_member(path, name, 40)
+        self.gitlab.add_member(path, "alice", 30)
+        self.gitlab.add_hook(path, BOT_HOOK, token=SECRETS["webhook"])
+        self.gitlab.add_hook(path, self.deploy.hook_url, token=self.deploy.hook_token)
+
     def configure_project(self, **settings: Any) -> None:
         """Changes the double's project settings (merge_method, required_approvals, ...)."""
         with self.gitlab.lock:
@@ -177,7 +202,14 @@ class World(CommandViews):
 
     # -- doing -------------------------------------------------------------------------------
 
-    def submit(
+    def submit(self, flow: Flow | None = None, **kw: Any) -> str:
+        """POSTs a change to the REST API (as `submit_answer`), answered 202; its operation id."""
+        answer = self.submit_answer(flow, **kw)
+        assert answer.status_code == 202, answer.text
+        op_id: str = answer.json()["operation_id"]
+        return op_id
+
+    def submit_answer(
         self,
         flow: Flow | None = None,
         *,
@@ -185,25 +217,34 @@ class World(CommandViews):
         content: str | None = None,
         web: int = 0,
         key: str | None = None,
-    ) -> str:
-        """POSTs a change to the REST API (setting the order flag first when `flow` is given)."""
+        project: str = PROJECT,
+        path: str | None = None,
+    ) -> requests.Response:
+        """What the REST API answers a change writing `path` (default `config/<subject>.yaml`)
+        in `project`, the order flag set first when `flow` is given."""
         if flow is not None:
             set_flag(self.engine, "workflow.order", flow.value)
         self._n += 1
         subject = subject or f"service-{self._n}"
+        path = path or f"config/{subject}.yaml"
         body = {
             "subject_id": subject,
-            "target_key": f"config/{subject}.yaml",
-            "project": PROJECT,
+            "target_key": path,
+            "project": project,
             "target_branch": "main",
             "title": f"Scale {subject}",
             "requested_by": "alice",
-            "files": [{"path": f"config/{subject}.yaml", "content": content or "replicas: 3\n"}],
+            "files": [{"path": path, "content": content or "replicas: 3\n"}],
         }
         answer = self.api("POST", "/changes", web=web, json=body, key=key)
-        assert answer.status_code == 202, answer.text
-        op_id: str = answer.json()["operation_id"]
-        return op_id
+        for _ in range(SUBMIT_ATTEMPTS):
+            # the project's policy file is read at submission: while GitLab fails (the faults
+            # tests make it) the API answers 503 gitlab_unavailable, nothing recorded, and a
+            # client sends the request again
+            if answer.status_code != 503 or answer.json().get("error") != "gitlab_unavailable":
+                break
+            answer = self.api("POST", "/changes", web=web, json=body, key=key)
+        return answer
 
     def api(
         self, method: str, path: str, *, web: int = 0, key: str | None = None, **kw: Any
@@ -334,9 +375,9 @@ class World(CommandViews):
 
     def mr(self, op_id: str) -> MergeRequest:
         """The operation's MR in the double."""
-        iid = self.op(op_id)["mr_iid"]
-        assert iid is not None, f"{op_id} has no MR yet"
-        return self.gitlab.mr(PROJECT, iid)
+        op = self.op(op_id)
+        assert op["mr_iid"] is not None, f"{op_id} has no MR yet"
+        return self.gitlab.mr(op["project"], op["mr_iid"])
 
     def status_notes(self, op_id: str) -> list[Note]:
         """The bot's comments on the operation's MR carrying its status marker."""
@@ -371,21 +412,30 @@ class World(CommandViews):
         """What happened in GitLab for the operation: MRs, merges, approvals, comments."""
         op = self.op(op_id)
         iid = op["mr_iid"]
-        mrs = [
-            m
-            for m in self.gitlab.project(PROJECT).mrs.values()
-            if m.source_branch == op["branch"] or m.iid == iid
+        project = self.gitlab.project(op["project"])
+        mrs = [m for m in project.mrs.values() if m.source_branch == op["branch"] or m.iid == iid]
+        # the project's calls name it by id or by path (iids repeat across projects)
+        prefixes = (f"/projects/{project.id}/", f"/projects/{project.path}/")
+        approved = [
+            call
+            for call in self.gitlab.calls_matching(
+                "POST", path_endswith=f"/merge_requests/{iid}/approve", status=201
+            )
+            if call.path.startswith(prefixes)
         ]
-        approved = self.gitlab.calls_matching(
-            "POST", path_endswith=f"/merge_requests/{iid}/approve", status=201
-        )
         per_account: dict[str, int] = {}
         for call in approved:
             per_account[call.user or "?"] = per_account.get(call.user or "?", 0) + 1
         return {
             "mrs": len(mrs),
-            "merges": self.gitlab.count(
-                "PUT", path_endswith=f"/merge_requests/{iid}/merge", status=200
+            "merges": len(
+                [
+                    call
+                    for call in self.gitlab.calls_matching(
+                        "PUT", path_endswith=f"/merge_requests/{iid}/merge", status=200
+                    )
+                    if call.path.startswith(prefixes)
+                ]
             ),
             "approvals": per_account,
             "comments": len(self.status_notes(op_id)),

@@ -11,12 +11,8 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
-import os
 import re
 import socket
-import subprocess
-import sys
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -32,11 +28,11 @@ from bot.config import Settings
 from bot.store.engine import make_engine
 from bot.store.models import INBOX, OPERATIONS
 from tests.api import change_body
+from tests.gunicorn import web_process
 from tests.ingress.conftest import fixture_body
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parents[2]
 #: GITOPS_BODY_TIMEOUT for the server under test, in seconds.
 TIMEOUT = 1
 #: How much later than its deadline an answer may come on a busy two-core machine.
@@ -45,7 +41,6 @@ LIMIT = 64 * 1024
 THREADS = 2
 SECRET = "limits-hook-secret"
 TOKEN = "limits-api-token"
-READY_WITHIN = 60.0
 
 
 @dataclass
@@ -55,6 +50,8 @@ class Server:
     port: int
     engine: Engine
     log: list[str]
+    #: the process's XDG_RUNTIME_DIR
+    runtime: Path
 
     def connect(self) -> socket.socket:
         """A raw TCP connection to the server."""
@@ -90,71 +87,30 @@ class Server:
             return bool(conn.execute(query).scalar_one())
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """The Procfile's web process on a free port, until the module's tests are done."""
     database_url = f"sqlite:///{tmp_path_factory.mktemp('limits') / 'bot.sqlite3'}"
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GITOPS_", "WEB_", "PORT"))}
-    env.update(
-        PORT=str(port),
-        GITOPS_BIND="127.0.0.1",
-        WEB_CONCURRENCY="1",
-        GITOPS_WEB_THREADS=str(THREADS),
-        GITOPS_BODY_TIMEOUT=str(TIMEOUT),
-        GITOPS_MAX_BODY_BYTES=str(LIMIT),
-        GITOPS_DATABASE_URL=database_url,
-        GITOPS_WEBHOOK_SECRET=SECRET,
-        GITOPS_API_TOKEN=TOKEN,
-        GITOPS_ALLOWED_PATHS="config/",
-        PYTHONUNBUFFERED="1",
-    )
-    gunicorn = str(Path(sys.executable).with_name("gunicorn"))
-    proc = subprocess.Popen(
-        [gunicorn, "--config", "python:webhooks.gunicorn_conf", "gitops_bot.wsgi:create_app()"],
-        cwd=ROOT,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stderr is not None
-    stderr = proc.stderr
-    log: list[str] = []
-    listening = threading.Event()
-
-    def pump() -> None:
-        for line in stderr:
-            log.append(line)
-            if "Listening at" in line:
-                listening.set()
-        listening.set()
-
-    reader = threading.Thread(target=pump, name="gunicorn-log", daemon=True)
-    reader.start()
     engine = make_engine(database_url)
+    runtime = tmp_path_factory.mktemp("runtime")
+    settings = {
+        # where gunicorn would put its control socket (test_no_control_socket)
+        "XDG_RUNTIME_DIR": str(runtime),
+        "WEB_CONCURRENCY": "1",
+        "GITOPS_WEB_THREADS": str(THREADS),
+        "GITOPS_BODY_TIMEOUT": str(TIMEOUT),
+        "GITOPS_MAX_BODY_BYTES": str(LIMIT),
+        "GITOPS_DATABASE_URL": database_url,
+        "GITOPS_WEBHOOK_SECRET": SECRET,
+        "GITOPS_API_TOKEN": TOKEN,
+        "GITOPS_ALLOWED_PATHS": "config/",
+        # no GitLab here: the repositories' policy files are not read
+        "GITOPS_POLICY_FILES": "off",
+    }
     try:
-        assert listening.wait(READY_WITHIN), "".join(log)
-        assert proc.poll() is None, "".join(log)
-        up = Server(port, engine, log)
-        # the socket listens from here on; the request waits until the worker has booted
-        with contextlib.closing(up.connect()) as sock:
-            sock.sendall(b"GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-            status, _ = read_answer(sock, within=READY_WITHIN)
-        assert status == 200, "".join(log)
-        yield up
+        with web_process(settings) as web:
+            yield Server(web.port, engine, web.log, runtime)
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        reader.join(timeout=10)
-        stderr.close()
         engine.dispose()
 
 
@@ -249,6 +205,14 @@ TIMED_OUT = {
     "error": "request_timeout",
     "detail": f"the request body did not arrive within {TIMEOUT} s",
 }
+
+
+def test_no_control_socket(server: Server) -> None:
+    """The web process opens no gunicorn control socket: two web processes on one host would
+    share its one path (the second takes it over, the first to stop deletes it), and it is a
+    way to reconfigure or stop the workers that nothing of the bot needs."""
+    assert list(server.runtime.iterdir()) == []
+    assert not [line for line in server.log if "Control socket" in line], server.log
 
 
 @pytest.mark.parametrize("kind", ["gitlab", "api"])

@@ -1,6 +1,7 @@
 """The dashboard in a real browser: headless Chromium loads both pages from a local server.
 
-Needs Debian's `chromium` at /usr/bin/chromium (skipped otherwise). `--dump-dom` cannot send
+Needs Debian's `chromium` at /usr/bin/chromium, which scripts/test installs; without it the
+tests fail rather than skip. `--dump-dom` cannot send
 headers, so the server's WSGI app is wrapped in a middleware that adds the API token. A
 screenshot of each page is saved under artifacts/ at the repository root.
 """
@@ -33,10 +34,14 @@ ARTIFACTS = ROOT / "artifacts"
 #: Seconds one Chromium run may take (it loads one local page).
 BROWSER_TIMEOUT = 90
 
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(),
-    reason="needs Debian's chromium at /usr/bin/chromium (apt-get install chromium)",
-)
+
+@pytest.fixture(autouse=True)
+def _chromium_installed() -> None:
+    """A missing browser is a broken setup, not a reason to skip (scripts/test installs it)."""
+    assert CHROMIUM.exists(), (
+        "needs Debian's chromium at /usr/bin/chromium: scripts/test installs it (apt-get)"
+    )
+
 
 WSGI = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 

@@ -104,7 +104,8 @@ def test_overview_sorts_requests_into_failed_pending_in_flight_and_finished(page
     assert "Approvers thinking" in found["in_flight"]  # its deadline is ahead: a planned wait
     assert "Broke on merge" in found["failed"]
     assert "All done" in found["finished"]
-    for section, text in found.items():
+    for section in ("failed", "pending", "in_flight", "finished"):
+        text = found[section]
         titles = {
             "Moving along",
             "Approvers silent",

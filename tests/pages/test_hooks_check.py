@@ -6,7 +6,6 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 import pytest
-from prometheus_client import REGISTRY
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
@@ -21,6 +20,7 @@ from bot.store.models import FLAGS
 from jobs import context, hooks
 from sim.gitlab import GitLabDouble
 from tests.builders import make_operation
+from tests.metrics import database_gauge
 from tests.pages import Pages
 
 GITLAB = "https://gitlab.example.com"
@@ -63,9 +63,9 @@ def pages(db: Engine) -> Iterator[Pages]:
     context.uninstall()
 
 
-def gauge() -> float | None:
-    """The current value of gitops_hooks_disabled."""
-    return REGISTRY.get_sample_value("gitops_hooks_disabled")
+def gauge(pages: Pages) -> float | None:
+    """gitops_hooks_disabled as the next scrape reads it from the database."""
+    return database_gauge(pages.engine, "gitops_hooks_disabled")
 
 
 def test_disabled_hook_sets_the_gauge_and_the_banner_then_both_clear(
@@ -82,7 +82,7 @@ def test_disabled_hook_sets_the_gauge_and_the_banner_then_both_clear(
     assert report is not None
     assert report.projects == ["ghost/repo", PROJECT]
     assert [(h.project, h.hook_id, h.ours) for h in report.disabled] == [(PROJECT, hook_id, True)]
-    assert gauge() == 1
+    assert gauge(pages) == 1
     html = pages.text("/")
     assert 'id="hooks-banner"' in html
     assert "GitLab disabled 1 webhook" in html
@@ -94,7 +94,7 @@ def test_disabled_hook_sets_the_gauge_and_the_banner_then_both_clear(
     with double.mocked(GITLAB):
         hooks.check()
 
-    assert gauge() == 0
+    assert gauge(pages) == 0
     html = pages.text("/")
     assert "GitLab disabled" not in html
 
@@ -110,14 +110,14 @@ def test_all_hooks_well_means_no_banner(pages: Pages, double: GitLabDouble, db: 
 
     assert report is not None
     assert (report.disabled, report.errors, report.missing) == ([], {}, [])
-    assert gauge() == 0
+    assert gauge(pages) == 0
     assert 'id="hooks-banner"' not in built.text("/")
     assert RESULT_KEY not in all_flags(db)  # the stored result is not a flag
 
 
-def unprotected_gauge(project: str) -> float | None:
-    """The current value of gitops_branch_protection_missing for a project."""
-    return REGISTRY.get_sample_value("gitops_branch_protection_missing", {"project": project})
+def unprotected_gauge(pages: Pages, project: str) -> float | None:
+    """gitops_branch_protection_missing for a project as the next scrape reads it."""
+    return database_gauge(pages.engine, "gitops_branch_protection_missing", {"project": project})
 
 
 def test_unprotected_bot_branches_set_the_gauge_and_the_banner_then_clear(
@@ -136,8 +136,8 @@ def test_unprotected_bot_branches_set_the_gauge_and_the_banner_then_clear(
         PROJECT: "Developers + Maintainers may push; the author account may not push; "
         "Maintainers may merge; the author account may not merge"
     }
-    assert unprotected_gauge(PROJECT) == 1
-    assert unprotected_gauge("ghost/repo") is None  # unreadable: unknown, not "protected"
+    assert unprotected_gauge(pages, PROJECT) == 1
+    assert unprotected_gauge(pages, "ghost/repo") is None  # unreadable: unknown, not "protected"
     html = pages.text("/")
     assert 'id="protection-banner"' in html
     assert f"<li><code>{PROJECT}</code>: Developers + Maintainers may push" in html
@@ -147,7 +147,7 @@ def test_unprotected_bot_branches_set_the_gauge_and_the_banner_then_clear(
         ensure_protection(author.project(PROJECT), double.user("gitops-bot").id)
         hooks.check()
 
-    assert unprotected_gauge(PROJECT) == 0
+    assert unprotected_gauge(pages, PROJECT) == 0
     assert 'id="protection-banner"' not in pages.text("/")
 
 
@@ -171,7 +171,7 @@ def test_missing_protection_is_reported_and_ce_fallback_is_not(
     assert missing.unprotected == {PROJECT: "not protected"}
     assert fallback is not None
     assert (fallback.unprotected, fallback.fallback) == ({}, [PROJECT])
-    assert unprotected_gauge(PROJECT) == 0
+    assert unprotected_gauge(pages, PROJECT) == 0
     assert 'id="hooks-banner"' not in built.text("/")
 
 
@@ -194,7 +194,7 @@ def test_an_unreadable_protection_is_an_error_not_a_clean_bill(
     assert list(report.errors) == [PROJECT]
     assert "503" in report.errors[PROJECT]
     assert report.unprotected == {}
-    assert unprotected_gauge(PROJECT) is None
+    assert unprotected_gauge(pages, PROJECT) is None
     assert "could not read the webhooks or the branch protection of" in built.text("/")
 
 

@@ -30,6 +30,7 @@ from bot.render.status import (
 from bot.store.fire import fire
 from bot.store.models import AUDIT, utcnow
 from bot.store.submit import submit
+from bot.store.writeguard import state_writes
 from tests.builders import make_operation, make_request
 
 SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"
@@ -294,7 +295,7 @@ def test_unknown_operation_has_no_status(db: Engine) -> None:
 def test_times_are_shown_in_utc(db: Engine) -> None:
     """Audit times are printed in UTC whatever the stored offset."""
     op_id = make_operation(db, S.APPROVAL_SENDING)
-    with db.begin() as conn:
+    with db.begin() as conn, state_writes(conn):  # the audit log is append-only (0011)
         conn.execute(
             update(AUDIT)
             .where(AUDIT.c.operation_id == op_id)

@@ -22,7 +22,7 @@ def test_no_database_or_redis_means_the_embedded_default() -> None:
     assert settings.embedded
     assert settings.redis_url is None
     assert settings.database_url == f"sqlite:///{Path('gitops-bot.sqlite3').resolve()}"
-    assert (settings.port, settings.sweep_interval, settings.step_timeout) == (8000, 30, 600)
+    assert (settings.port, settings.sweep_interval, settings.step_timeout) == (8000, 20, 600)
     assert (settings.gitlab_timeout, settings.outbox_interval) == (10.0, 5)
 
 
@@ -59,6 +59,16 @@ def test_a_bad_number_is_a_clear_error() -> None:
     """A timing that is not a number names the variable instead of failing somewhere later."""
     with pytest.raises(ValueError, match="GITOPS_SWEEP_INTERVAL must be an integer"):
         Settings.from_env({"GITOPS_SWEEP_INTERVAL": "soon"})
+
+
+def test_the_worker_metrics_port_is_off_unless_a_port_is_given() -> None:
+    """Unset or empty: no metrics server; a port is read; anything else is a clear error."""
+    assert Settings.from_env({}).worker_metrics_port is None
+    assert Settings.from_env({"GITOPS_WORKER_METRICS_PORT": " "}).worker_metrics_port is None
+    assert Settings.from_env({"GITOPS_WORKER_METRICS_PORT": "9101"}).worker_metrics_port == 9101
+    for wrong in ("abc", "0", "70000", "-1"):
+        with pytest.raises(ValueError, match="GITOPS_WORKER_METRICS_PORT must be a TCP port"):
+            Settings.from_env({"GITOPS_WORKER_METRICS_PORT": wrong})
 
 
 def test_secrets_never_appear_in_repr() -> None:

@@ -123,7 +123,8 @@ class Bot:
             approval_secret=SECRETS["approval"],
             deploy_secret=SECRETS["deploy"],
             api_token="api-token",
-            **settings,
+            # the projects' .gitops/bot.yml is read (the product's default too)
+            **{"policy_files": True, **settings},
         )
         self.services = Services(
             settings=self.settings,

@@ -53,6 +53,28 @@ def deliver(bot: Bot, op_id: str, what: str, *, hook: bool = True) -> bool:
     return True
 
 
+def where_it_stopped(bot: Bot, op_id: str) -> str:
+    """What a change that did not end VALIDATED was doing: its row's step, deadline, lease,
+    attempts and progress, its audit trail, and the queued and scheduled jobs."""
+    db = bot.services.engine
+    op = operation(db, op_id)
+    keep = ("step", "version", "deadline_at", "lease_owner", "lease_until", "attempts", "progress")
+    with db.connect() as conn:
+        trail = conn.execute(
+            select(AUDIT.c.from_state, AUDIT.c.event, AUDIT.c.to_state, AUDIT.c.detail)
+            .where(AUDIT.c.operation_id == op_id)
+            .order_by(AUDIT.c.id)
+        ).all()
+    return "\n".join(
+        (
+            f"now {utcnow().isoformat()}",
+            *(f"{key}: {op[key]!r}" for key in keep),
+            *(f"audit: {tuple(row)}" for row in trail),
+            f"jobs: {bot.worker.pending()}",
+        )
+    )
+
+
 schedules = st.lists(
     st.tuples(
         st.sampled_from(("deliver", "duplicate", "drop", "jobs", "sweep")),
@@ -117,7 +139,7 @@ def run_in_random_order(bot: Bot, flow: Flow, schedule: list[tuple[str, str]]) -
         run_sweep(bot.services, utcnow() + timedelta(hours=2))
         bot.settle(advance=12)
         run_reconcile(db, utcnow() + timedelta(hours=1), min_age=120, max_age=86400)
-    assert bot.state(op_id) is S.VALIDATED
+    assert bot.state(op_id) is S.VALIDATED, where_it_stopped(bot, op_id)
     with db.connect() as conn:
         steps = conn.execute(
             select(AUDIT.c.from_state, AUDIT.c.event, AUDIT.c.to_state).where(

@@ -35,9 +35,14 @@ def mr_reads(bot: Bot, iid: int) -> int:
 
 def pending_after_rebase(bot: Bot) -> tuple[str, dict[str, Any], str]:
     """Approve-first on a fast-forward project that moved on: the bot rebases, the pipeline on
-    the rebased head outlives the rebase poll tiers, so the wait goes pending. The operation,
+    the rebased head outlives the poll tiers, so the wait goes pending. The operation,
     its row from before the rebase, and the rebased head."""
     set_flag(bot.services.engine, "poll.rebase_tiers", [[5, 2]])
+    # once rebased, the new head's pipeline is a pipeline wait (its tiers); the MR's pipeline
+    # webhooks arrive, so its waits poll by the covered tiers
+    set_flag(bot.services.engine, "poll.pipeline_tiers", [[5, 2]])
+    set_flag(bot.services.engine, "poll.covered_rebase_tiers", [[5, 2]])
+    set_flag(bot.services.engine, "poll.covered_tiers", [[5, 2]])
     set_flag(bot.services.engine, "poll.pending_tiers", [[PENDING_EVERY, 3]])
     bot.gitlab.project(PROJECT).merge_method = "ff"
     op_id, op = approved_mr(bot)
@@ -194,6 +199,11 @@ def test_a_pipeline_webhook_for_an_older_commit_stays_stale(bot: Bot) -> None:
     """While pending after the rebase, the pipeline of the pre-rebase head (the head the
     operation still stores) reports again: it is not the MR's head, so nothing moves."""
     set_flag(bot.services.engine, "poll.rebase_tiers", [[5, 2]])
+    # once rebased, the new head's pipeline is a pipeline wait (its tiers); the MR's pipeline
+    # webhooks arrive, so its waits poll by the covered tiers
+    set_flag(bot.services.engine, "poll.pipeline_tiers", [[5, 2]])
+    set_flag(bot.services.engine, "poll.covered_rebase_tiers", [[5, 2]])
+    set_flag(bot.services.engine, "poll.covered_tiers", [[5, 2]])
     set_flag(bot.services.engine, "poll.pending_tiers", [[PENDING_EVERY, 3]])
     bot.gitlab.project(PROJECT).merge_method = "ff"
     op_id, op = approved_mr(bot)

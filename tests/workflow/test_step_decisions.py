@@ -14,6 +14,7 @@ import pytest
 from bot.app.steps import decide, decisions
 from bot.app.steps.decide import (
     MAX_RESTARTS,
+    REBASE_ASKED,
     decide_approve,
     decide_finished,
     decide_handle,
@@ -21,6 +22,7 @@ from bot.app.steps.decide import (
     decide_pipeline,
     decide_rebase,
     decide_restart,
+    decide_unfollowed_rebase,
     needs_recheck,
 )
 from bot.app.steps.decisions import (
@@ -213,7 +215,7 @@ MERGE_TABLE: dict[MergeOutcome, tuple[MergeResult, StepDecision]] = {
         MergeResult(MergeOutcome.MERGED, merge_commit_sha="m" * 40, detail="merged"),
         Advance(E.MERGED, {"merge_commit_sha": "m" * 40}),
     ),
-    MergeOutcome.WAIT: (MergeResult(MergeOutcome.WAIT, retry_in=10.0), Poll("pipeline")),
+    MergeOutcome.WAIT: (MergeResult(MergeOutcome.WAIT, retry_in=10.0), Poll("merge")),
     MergeOutcome.REBASE_STARTED: (
         MergeResult(MergeOutcome.REBASE_STARTED),
         Advance(E.REBASE_STARTED, {"progress": {**APPROVED_OP.progress, "rebase_from": SHA}}),
@@ -373,7 +375,7 @@ def _failed_after(status: str) -> Advance:
             for s in ("failed", "canceled", "skipped")
         ],
         *[
-            (DONE, {"head_pipeline_status": s}, Verdict(NEW_SHA), Poll("rebase"))
+            (DONE, {"head_pipeline_status": s}, Verdict(NEW_SHA), Poll("pipeline"))
             for s in ("running", "pending", None)
         ],
     ],
@@ -413,6 +415,29 @@ def test_only_an_unverified_head_is_checked_again(
     assert needs_recheck(replace(OP, verified_sha=verified), mr(sha=head)) is expected
 
 
+def test_a_rebase_asked_for_but_not_recorded_is_followed_as_the_bots_own() -> None:
+    """The handling step noted the rebase it was asking for (from the verified head) and then its
+    worker died: handling follows that rebase (REBASE_STARTED from that head) instead of taking
+    the rebased head for a push; the note goes."""
+    asked = replace(APPROVED_OP, progress={**APPROVED_OP.progress, REBASE_ASKED: SHA})
+    assert decide_unfollowed_rebase(asked) == Advance(
+        E.REBASE_STARTED, {"progress": {**APPROVED_OP.progress, "rebase_from": SHA}}
+    )
+
+
+@pytest.mark.parametrize(
+    "progress",
+    [{}, {REBASE_ASKED: NEW_SHA}, {"rebase_from": SHA}],
+    ids=["none", "other", "started"],
+)
+def test_no_unfollowed_rebase_without_a_note_for_the_verified_head(
+    progress: dict[str, Any],
+) -> None:
+    """No note, a note for a head other than the verified one, or a rebase already recorded:
+    handling goes on as ever."""
+    assert decide_unfollowed_rebase(replace(APPROVED_OP, progress=progress)) is None
+
+
 # -- the functional core stays pure ------------------------------------------------------------
 
 ALLOWED = {
@@ -424,6 +449,7 @@ ALLOWED = {
     "bot.core.states",
     "bot.gitlab.approve",
     "bot.gitlab.merge",
+    "bot.gitlab.trains",
     "bot.gitlab.views",
     "bot.store.operations",
 }
@@ -444,7 +470,20 @@ def test_the_decisions_import_only_data_types(module: Any) -> None:
     assert set(imported) <= ALLOWED
     data_types = {
         "bot.gitlab.approve": {"ApproveOutcome", "ApproveResult"},
-        "bot.gitlab.merge": {"MergeOutcome", "MergeResult", "RebaseState", "RebaseStatus"},
+        "bot.gitlab.merge": {
+            "MergeOutcome",
+            "MergeResult",
+            "RebaseState",
+            "RebaseStatus",
+            "WAIT_SECONDS",
+        },
+        "bot.gitlab.trains": {
+            "FOLLOW_SECONDS",
+            "TrainOutcome",
+            "TrainProgress",
+            "TrainResult",
+            "TrainState",
+        },
         "bot.gitlab.views": {"MrView"},
         "bot.store.operations": {"OperationRow"},
     }

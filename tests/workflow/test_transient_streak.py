@@ -58,8 +58,10 @@ def test_retries_back_off_to_a_minute_and_give_up_after_about_two_hours(
     op_id = bot.request(Flow.MR_FIRST)
     # the in-process worker runs every retry due before `advance` (wall clock) is over; on a
     # loaded machine a retry may be enqueued just after one settle's horizon, so settle again
-    # until the streak has ended (bounded: a streak that never ends still fails below)
-    for _ in range(10):
+    # until the streak has ended. Each settle runs at least the next retry (it falls due within
+    # the cap, from before the settle began), so MAX_TRANSIENT settles always reach the end
+    # (bounded: a streak that never ends still fails below)
+    for _ in range(waits.MAX_TRANSIENT + 1):
         bot.settle(advance=waits.STEP_BACKOFF_CAP + 1)
         if bot.state(op_id) is S.CREATE_FAILED:
             break

@@ -16,6 +16,7 @@ import logging
 from collections.abc import Mapping
 from typing import assert_never
 
+from bot.app import policy
 from bot.app.commands import verbs as run
 from bot.app.commands.facts import (
     Ignored,
@@ -25,20 +26,22 @@ from bot.app.commands.facts import (
     read_mr,
     read_note,
 )
-from bot.app.commands.paths import apply_refusal, revert_refusal
+from bot.app.commands.paths import Start, apply_refusal, revert_refusal
 from bot.app.commands.reply import Commenter, acknowledge
 from bot.app.commands.revert_files import undo_files
 from bot.app.commands.verbs import CommandVerdict, Invocation, MrRef
 from bot.app.events.handled import EventHandled
 from bot.app.events.overload import QUEUE_FULL, queue_full
 from bot.app.steps.common import short
-from bot.core.commands import Command, Rules, Verb, allowed, parse_command, rules_from
+from bot.core.commands import MAINTAINER, Command, Rules, Verb, allowed, parse_command
 from bot.core.managed import is_managed
 from bot.core.states import Flow
 from bot.errors import CannotProceed
 from bot.gitlab import GitLabError, Project, member_access_level
 from bot.ingress.gitlab_events import NoteEvent
+from bot.policy import Policy
 from bot.services import Services
+from bot.store.commands import mr_operations_of
 from bot.store.flags import get_flag
 from bot.store.operations import load
 from bot.store.submit import NewRequest
@@ -77,10 +80,11 @@ def on_note(services: Services, event: NoteEvent) -> EventHandled | None:
         return _ignore(services, event, claimed.verb.value, actor, str(exc), extra)
     mr = MrRef(facts.project_id, facts.project_path, event.mr_iid)
     inv = Invocation(command.verb, note.author_username, note.id, command.line)
-    rules = _rules(services)
+    start = _policy_at_start(services, facts, command.verb)
+    rules = _rules(services, _governing(services, mr, start))
     result = run.previous(engine, mr, note.id)
     if result is None:
-        result = _decide_and_run(services, project, note, facts, command, mr, inv, rules)
+        result = _decide_and_run(services, project, note, facts, command, mr, inv, rules, start)
     log.info(
         "command %s %s",
         command.verb.value,
@@ -128,11 +132,41 @@ def _ignored_key(services: Services, event: NoteEvent) -> str:
     return run.audit_key(services.engine, MrRef(event.project_id, event.project_path, event.mr_iid))
 
 
-def _rules(services: Services) -> Rules:
-    """Who may run what, read per command (a flag change needs no restart)."""
+def _rules(services: Services, rules: Policy) -> Rules:
+    """Who may run what, read per command (a flag change needs no restart); the project's
+    policy file's levels over the flag's."""
     levels = get_flag(services.engine, "commands.min_access")
     authors = get_flag(services.engine, "commands.author_may")
-    return rules_from(levels if isinstance(levels, dict) else {}, authors or [])
+    return policy.command_rules(rules, levels if isinstance(levels, dict) else {}, authors or [])
+
+
+def _policy_at_start(
+    services: Services, facts: MrFacts, verb: Verb
+) -> policy.Recorded | policy.PolicyInvalid | None:
+    """For a verb that starts a change (apply, revert): the policy file at the target branch's
+    head (one GitLab read, with or without the file), or why it cannot be used; None for the
+    other verbs."""
+    if verb not in (Verb.APPLY, Verb.REVERT):
+        return None
+    try:
+        return policy.read_at_start(services, facts.project_path, facts.view.target_branch)
+    except policy.PolicyInvalid as exc:
+        return exc
+
+
+def _governing(
+    services: Services, mr: MrRef, start: policy.Recorded | policy.PolicyInvalid | None
+) -> Policy:
+    """The policy deciding who may run the command: the one a new change would start with, else
+    the one recorded on the MR's change (never read again), else the defaults."""
+    if isinstance(start, policy.Recorded):
+        return start.policy
+    engine = services.engine
+    if start is None and (
+        carried := mr_operations_of(engine, mr.project_id, mr.project_path, mr.iid)
+    ):
+        return policy.of(load(engine, carried[0].id))
+    return Policy()
 
 
 def _decide_and_run(
@@ -144,6 +178,7 @@ def _decide_and_run(
     mr: MrRef,
     inv: Invocation,
     rules: Rules,
+    start: policy.Recorded | policy.PolicyInvalid | None,
 ) -> CommandVerdict:
     """Checks the commenter's rights as GitLab states them (fail closed), then runs the verb."""
     engine = services.engine
@@ -165,10 +200,13 @@ def _decide_and_run(
             return run.cancel(engine, mr, inv)
         case Verb.APPLY | Verb.REVERT if queue_full(engine, services.queue):
             return run.refuse(engine, mr, inv, f"{QUEUE_FULL}; nothing was started, retry later")
+        case Verb.APPLY | Verb.REVERT if isinstance(start, policy.PolicyInvalid):
+            reason = f"the project's policy file refuses new changes: {start.first}"
+            return run.refuse(engine, mr, inv, reason)
         case Verb.APPLY:
-            return _apply(services, project, facts, mr, inv)
+            return _apply(services, project, facts, mr, inv, _started(project, note, level, start))
         case Verb.REVERT:
-            return _revert(services, project, mr, inv)
+            return _revert(services, project, mr, inv, _started(project, note, level, start))
         case _:
             assert_never(command.verb)
 
@@ -183,8 +221,27 @@ def _access_level(project: Project, user_id: int) -> int | None:
     return 0 if level is None else level
 
 
+def _started(
+    project: Project,
+    note: NoteFacts,
+    level: int | None,
+    start: policy.Recorded | policy.PolicyInvalid | None,
+) -> Start:
+    """What a change started by this command records: the policy, and whether a Maintainer
+    asked (who may change the policy's protected paths)."""
+    recorded = start if isinstance(start, policy.Recorded) else policy.NOT_READ
+    if level is None:
+        level = _access_level(project, note.author_id)
+    return Start(recorded, maintainer=level is not None and level >= MAINTAINER)
+
+
 def _apply(
-    services: Services, project: Project, facts: MrFacts, mr: MrRef, inv: Invocation
+    services: Services,
+    project: Project,
+    facts: MrFacts,
+    mr: MrRef,
+    inv: Invocation,
+    start: Start,
 ) -> CommandVerdict:
     """Registers the person's MR as an MR-first request (the change is the MR itself), once its
     changed paths pass the path policy."""
@@ -193,7 +250,13 @@ def _apply(
     if view.state != "opened":
         return run.refuse(engine, mr, inv, f"the merge request is {view.state}, not open")
     try:
-        refusal = apply_refusal(project, view, services.settings.allowed_paths)
+        refusal = apply_refusal(
+            project,
+            view,
+            *start.paths(services),
+            maintainer=start.maintainer,
+            unlocking=policy.unlocking_paths(services.settings),
+        )
     except CannotProceed as exc:  # GitLab down (TransientError) raises: processed again later
         reason = f"the merge request's paths could not be read: {short(exc)}"
         return run.refuse(engine, mr, inv, reason)
@@ -212,11 +275,16 @@ def _apply(
         files=[],
         mr_iid=mr.iid,
         mr_url=view.web_url or None,
+        **start.recorded_fields(),
     )
-    return run.apply(engine, mr, inv, request)
+    # a Maintainer's authority covers the head whose paths were just checked, no later one
+    head = view.sha if start.maintainer else None
+    return run.apply(engine, mr, inv, request, maintainer_head=head)
 
 
-def _revert(services: Services, project: Project, mr: MrRef, inv: Invocation) -> CommandVerdict:
+def _revert(
+    services: Services, project: Project, mr: MrRef, inv: Invocation, start: Start
+) -> CommandVerdict:
     """Starts a new request whose files put back what the MR's merged change replaced, once the
     paths it would write pass the path policy."""
     engine = services.engine
@@ -230,7 +298,9 @@ def _revert(services: Services, project: Project, mr: MrRef, inv: Invocation) ->
             project,
             [f["path"] for f in files],
             original.target_branch,
-            services.settings.allowed_paths,
+            *start.paths(services),
+            maintainer=start.maintainer,
+            unlocking=policy.unlocking_paths(services.settings),
         )
     except CannotProceed as exc:
         return run.refuse(engine, mr, inv, f"cannot revert: {short(exc)}")
@@ -242,7 +312,7 @@ def _revert(services: Services, project: Project, mr: MrRef, inv: Invocation) ->
         project=original.project,
         target_branch=original.target_branch,
         title=f"Revert: {original.title}"[:255],
-        flow=Flow(get_flag(engine, "workflow.order")),
+        flow=policy.flow(start.recorded.policy, Flow(get_flag(engine, "workflow.order"))),
         requested_by=inv.actor,
         description=(
             f"Reverts operation {original.id} (merge request {mr.subject_id}), "
@@ -250,5 +320,6 @@ def _revert(services: Services, project: Project, mr: MrRef, inv: Invocation) ->
         ),
         files=files,
         reverts_operation_id=original.id,
+        **start.recorded_fields(),
     )
     return run.revert(engine, mr, inv, original.id, request)

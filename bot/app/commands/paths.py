@@ -2,24 +2,61 @@
 
 `/gitops apply` checks the paths the MR changes (one compare of the target branch with the MR's
 head, bot/gitlab/compare.py); `/gitops revert` checks the paths of the files it would write.
-Both check them against GITOPS_ALLOWED_PATHS and the protected paths, the CI configuration's
-local includes on the target branch among them (bot/core/path_policy.py). A refusal names every
-refused path, each in a code span (bot/app/commands/reply.py keeps it one there), never at the
-start of a line.
+Both check them against the allowed paths (GITOPS_ALLOWED_PATHS narrowed by the policy file's)
+and the protected paths, the CI configuration's local includes on the target branch and the
+policy file's own among them (bot/core/path_policy.py); only GITOPS_ALLOWED_PATHS (`unlocking`)
+explicitly allows a protected path; a Maintainer may change the policy file's. A Maintainer's
+`/gitops apply` records the head it was given at: that Maintainer's authority covers it alone
+(bot/app/steps/paths.py). A refusal names every refused path, each in a code span
+(bot/app/commands/reply.py keeps it one there), never at the start of a line.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
+from bot.app import policy
 from bot.app.commands.reply import code_span
 from bot.core.path_policy import PathRefusal, describe, refused_paths
 from bot.gitlab import MrView, Project
 from bot.gitlab.ci_includes import local_includes
 from bot.gitlab.compare import TooLargeToCheck, compare_changes
+from bot.services import Services
 
 
-def apply_refusal(project: Project, view: MrView, allowed: Sequence[str]) -> str | None:
+@dataclass(frozen=True, slots=True)
+class Start:
+    """What a change a command starts follows: the policy read at the target branch's head,
+    and whether a Maintainer asked for it."""
+
+    recorded: policy.Recorded
+    maintainer: bool = False
+
+    def paths(self, services: Services) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """(allowed, protected) paths: GITOPS_ALLOWED_PATHS narrowed by the policy file's."""
+        rules = self.recorded.policy
+        return policy.allowed_paths(services.settings, rules), tuple(rules.paths.protected)
+
+    def recorded_fields(self) -> dict[str, Any]:
+        """The NewRequest fields recording it on the change."""
+        return {
+            "policy_sha": self.recorded.sha,
+            "policy": self.recorded.as_json(),
+            "maintainer_request": self.maintainer,
+        }
+
+
+def apply_refusal(
+    project: Project,
+    view: MrView,
+    allowed: Sequence[str],
+    protected: Sequence[str] = (),
+    *,
+    maintainer: bool = False,
+    unlocking: Sequence[str] | None = None,
+) -> str | None:
     """Why the MR's changed paths may not become a request (None: they may).
 
     GitLab being unavailable raises (the note is processed again later); a change too large to
@@ -31,29 +68,53 @@ def apply_refusal(project: Project, view: MrView, allowed: Sequence[str]) -> str
         paths = compare_changes(project, view.target_branch, view.sha).paths
     except TooLargeToCheck as exc:
         return f"the paths of this merge request cannot all be checked ({exc})"
-    refusals = _refusals(project, paths, view.target_branch, allowed)
+    refusals = _refusals(
+        project, paths, view.target_branch, allowed, protected, maintainer, unlocking
+    )
     if not refusals:
         return None
     return f"this merge request changes paths the bot may not change: {_named(refusals)}"
 
 
 def revert_refusal(
-    project: Project, paths: Iterable[str], target_branch: str, allowed: Sequence[str]
+    project: Project,
+    paths: Iterable[str],
+    target_branch: str,
+    allowed: Sequence[str],
+    protected: Sequence[str] = (),
+    *,
+    maintainer: bool = False,
+    unlocking: Sequence[str] | None = None,
 ) -> str | None:
     """Why the files a revert would write may not be written (None: they may)."""
-    refusals = _refusals(project, list(paths), target_branch, allowed)
+    refusals = _refusals(
+        project, list(paths), target_branch, allowed, protected, maintainer, unlocking
+    )
     if not refusals:
         return None
     return f"the revert would write paths the bot may not change: {_named(refusals)}"
 
 
 def _refusals(
-    project: Project, paths: list[str], target_branch: str, allowed: Sequence[str]
+    project: Project,
+    paths: list[str],
+    target_branch: str,
+    allowed: Sequence[str],
+    protected: Sequence[str],
+    maintainer: bool,
+    unlocking: Sequence[str] | None,
 ) -> list[PathRefusal]:
     if not paths:
         return []
     includes = local_includes(project, target_branch)
-    return refused_paths(paths, allowed=allowed, ci_includes=includes)
+    return refused_paths(
+        paths,
+        allowed=allowed,
+        ci_includes=includes,
+        protected=protected,
+        maintainer=maintainer,
+        unlocking=unlocking,
+    )
 
 
 def _named(refusals: list[PathRefusal]) -> str:

@@ -35,6 +35,7 @@ from bot.errors import Conflict, IllegalTransition, InProgress
 from bot.store.commands import MrOperation, queue_status_comment
 from bot.store.engine import Engine
 from bot.store.fire import record_outcome
+from bot.store.operations import bind_maintainer_head
 from bot.store.submit import NewRequest, submit_in
 from bot.store.tx import Tx
 
@@ -153,8 +154,17 @@ def cancel(engine: Engine, mr: MrRef, inv: Invocation) -> CommandVerdict:
     return _move(engine, mr, inv, Event.CANCEL)
 
 
-def apply(engine: Engine, mr: MrRef, inv: Invocation, request: NewRequest) -> CommandVerdict:
-    """Registers the MR as an MR-first request (a re-apply after REJECTED/CLOSED included)."""
+def apply(
+    engine: Engine,
+    mr: MrRef,
+    inv: Invocation,
+    request: NewRequest,
+    *,
+    maintainer_head: str | None = None,
+) -> CommandVerdict:
+    """Registers the MR as an MR-first request (a re-apply after REJECTED/CLOSED included).
+    `maintainer_head`: the MR head a Maintainer's command was given at, recorded on the new
+    request in the same transaction (their authority covers that head only)."""
 
     def body(conn: Tx) -> CommandVerdict:
         found = mr_operations(conn, mr)
@@ -181,6 +191,8 @@ def apply(engine: Engine, mr: MrRef, inv: Invocation, request: NewRequest) -> Co
         except IllegalTransition as exc:
             record_outcome(Event.SUBMIT, "illegal", started)
             return refuse_in(conn, key, inv, str(exc))
+        if request.maintainer_request and maintainer_head:
+            bind_maintainer_head(conn, moved.operation_id, maintainer_head)
         record_outcome(Event.SUBMIT, "success", started)
         return CommandVerdict(True, operation_id=moved.operation_id, moved=moved)
 

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
+from bot.app import policy
 from bot.app.events.handled import EventHandled
 from bot.app.events.signals import on_target_pipeline
 from bot.app.events.stale import record_stale
@@ -23,8 +24,9 @@ from bot.ingress.gitlab_events import MergeRequestEvent, PipelineEvent
 from bot.services import Services
 from bot.store.engine import Engine
 from bot.store.fire import CurrentState, fire
-from bot.store.lookups import mr_owner, mr_owner_with
+from bot.store.lookups import mr_owner, mr_owner_with, verified_head
 from bot.store.models import utcnow
+from bot.store.operations import load, note_pipeline_hook
 
 _PIPELINE_EVENTS = {"success": Event.PIPELINE_PASSED, "failed": Event.PIPELINE_FAILED}
 _WAITING_FOR_PIPELINE = {BindingState.MR_CREATING, BindingState.MERGING}
@@ -34,13 +36,16 @@ def on_pipeline(services: Services, ev: PipelineEvent, correlation_id: str) -> E
     """Passes or fails the owner's wait for its MR pipeline; other pipelines may validate.
 
     The MR's current head is read from GitLab (one GET) -- except for the first wait on the head
-    the MR was just opened with -- and only a pipeline on that head moves the wait, polling or
+    the MR was just opened with, and for the head the bot verified after its rebase -- and only
+    a pipeline on that head moves the wait, polling or
     pending, after the bot's own rebase or a push alike (the step after it checks that head
     against the approval); a pipeline on any other commit is stale.
     """
     engine = services.engine
     if ev.mr_iid is None:
         return on_target_pipeline(engine, ev, correlation_id)
+    # hooks reach the bot for this MR: its pipeline waits poll as a fallback only from now on
+    note_pipeline_hook(engine, ev.project_id, ev.mr_iid, utcnow())
     event = _PIPELINE_EVENTS.get(ev.status)
     if event is None:
         return EventHandled(None, stale=f"pipeline {ev.status} is not final")
@@ -65,7 +70,11 @@ def on_pipeline(services: Services, ev: PipelineEvent, correlation_id: str) -> E
     # a push meanwhile is the integrity check's before anything is approved). Any other wait
     # may hold a head the MR no longer has (a rebase the bot started, a push): ask GitLab.
     fresh = step is Step.CREATE_SUCCEEDED and head in (None, ev.sha)
-    if not fresh:
+    # a head the bot itself checked against the approval since its rebase needs no read
+    # either: had the MR moved on from it, the next step's read and integrity check stop it
+    if not fresh and ev.sha == verified_head(engine, op_id):
+        changes["head_sha"] = ev.sha
+    elif not fresh:
         if not _is_current_head(services, ev.project_id, ev.mr_iid, ev.sha):
             return record_stale(
                 engine,
@@ -101,7 +110,9 @@ def on_merge_request(
         return EventHandled(None, stale="no operation owns this MR")
     changes: dict[str, object] = {}
     if event is Event.MERGED:
-        deadline = utcnow() + timedelta(seconds=deploy_timeout)
+        # the recorded policy's deploy.timeout, else GITOPS_DEPLOY_TIMEOUT
+        timeout = policy.of(load(engine, op_id)).deploy.timeout or deploy_timeout
+        deadline = utcnow() + timedelta(seconds=timeout)
         changes = {"merge_commit_sha": ev.merge_commit_sha, "deadline_at": deadline}
     return _fire(engine, op_id, event, correlation_id, changes=changes)
 

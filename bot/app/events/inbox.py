@@ -5,13 +5,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from prometheus_client import Counter
+from prometheus_client import Counter, Histogram
 
+from bot import logs
 from bot.app.commands.note import on_note
 from bot.app.events.approval import on_approval
 from bot.app.events.gitlab import on_merge_request, on_pipeline
 from bot.app.events.handled import EventHandled
 from bot.app.events.signals import on_deploy_callback, on_deployment_event
+from bot.app.queue import follow
 from bot.approval.callback import parse_callback
 from bot.approval.errors import MalformedCallback
 from bot.errors import TransientError
@@ -21,6 +23,7 @@ from bot.ingress.jsonload import Unusable, load_object
 from bot.queueing import DRIVE_JOB, QueueUnavailable
 from bot.services import Services
 from bot.store.inbox_jobs import inbox_status
+from bot.store.models import utcnow
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +32,14 @@ FAILED_ATTEMPTS = Counter(
     "Processing attempts of stored deliveries that raised (each is tried again until "
     "GITOPS_INBOX_MAX_ATTEMPTS), by source.",
     ["source"],
+)
+TO_TRANSITION = Histogram(
+    "gitops_webhook_to_transition_seconds",
+    "Time from receiving a delivery to the transition it made (its processing committed), by "
+    "source; observed in the process that handles the delivery (a worker, or the one process "
+    "of the embedded default).",
+    ["source"],
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900),
 )
 
 
@@ -57,12 +68,18 @@ def process(services: Services, inbox_id: int, *more: int) -> str:
 
 
 def _process_one(services: Services, inbox_id: int) -> str:
-    """Handles inbox row `inbox_id` once; returns the status it was marked with.
+    """Handles inbox row `inbox_id` once; returns the status it was marked with. Its log lines
+    carry the delivery's key as `correlation_id`, and the change it is about once known.
 
     The attempt is counted (and committed) before any work, so a delivery that makes its
     handler raise, or kills the worker, every time ends: after GITOPS_INBOX_MAX_ATTEMPTS
     attempts it is quarantined with its last error and never tried again.
     """
+    with logs.scope(inbox_id=inbox_id):
+        return _process_row(services, inbox_id)
+
+
+def _process_row(services: Services, inbox_id: int) -> str:
     engine, limit = services.engine, services.settings.inbox_max_attempts
     attempt = inbox.begin_attempt(engine, inbox_id, limit)
     if attempt is None:  # handled already (a duplicate job), gone, or out of attempts
@@ -71,6 +88,7 @@ def _process_one(services: Services, inbox_id: int) -> str:
             inbox.quarantine_exhausted(engine, limit, inbox_id)
             return "quarantined"
         return "gone" if found is None else found
+    logs.bind(correlation_id=attempt.delivery_key, source=attempt.source)
     try:
         outcome = route(
             services,
@@ -102,8 +120,13 @@ def _process_one(services: Services, inbox_id: int) -> str:
     if outcome is None:
         inbox.mark(engine, inbox_id, "ignored", "handled elsewhere")
         return "ignored"
+    if outcome.moved is not None:
+        waited = (utcnow() - attempt.received_at).total_seconds()
+        TO_TRANSITION.labels(attempt.source).observe(max(0.0, waited))
+    logs.bind(operation_id=outcome.operation_id)
     status = "processed" if outcome.moved else "stale"
     inbox.mark(engine, inbox_id, status, outcome.stale)
+    follow(services, outcome.moved)  # merged or closed at the head: the next in line goes
     if outcome.drive and outcome.operation_id:
         drive_later(services, outcome.operation_id)
     return status
@@ -120,10 +143,17 @@ def route(
     """Sends a delivery to its handler; None for deliveries another job handles."""
     engine = services.engine
     if source == "approval":
-        return on_approval(engine, parse_callback(body))
+        callback = parse_callback(body)
+        logs.bind(operation_id=callback.operation_id, mr_iid=callback.mr_iid)
+        return on_approval(engine, callback)
     if source == "deploy":
-        return on_deploy_callback(engine, parse_deploy(body), key, deploy_auth(services, headers))
+        signal = parse_deploy(body)
+        logs.bind(
+            operation_id=signal.operation_id, project_id=signal.project_id, mr_iid=signal.mr_iid
+        )
+        return on_deploy_callback(engine, signal, key, deploy_auth(services, headers))
     event = gitlab_events.parse(event_type, load_object(body))
+    bind_event(event)
     if isinstance(event, gitlab_events.PipelineEvent):
         return on_pipeline(services, event, key)
     if isinstance(event, gitlab_events.MergeRequestEvent):
@@ -131,6 +161,20 @@ def route(
     if isinstance(event, gitlab_events.DeploymentEvent):
         return on_deployment_event(engine, event, key)
     return on_note(services, event)  # notes: MR commands (bot/app/commands/note.py)
+
+
+def bind_event(event: gitlab_events.GitLabEvent) -> None:
+    """The project and MR a GitLab event is about, on the lines its handling logs (a project
+    named by its numeric id alone is `project_id`)."""
+    match event:
+        case gitlab_events.MergeRequestEvent():
+            logs.bind(project=event.project_path, mr_iid=event.iid)
+        case gitlab_events.NoteEvent():
+            logs.bind(project=event.project_path, mr_iid=event.mr_iid)
+        case gitlab_events.PipelineEvent():
+            logs.bind(project_id=event.project_id, mr_iid=event.mr_iid)
+        case gitlab_events.DeploymentEvent():
+            logs.bind(project_id=event.project_id)
 
 
 def deploy_auth(services: Services, headers: Mapping[str, str] | None) -> DeployAuth:

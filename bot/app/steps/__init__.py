@@ -24,3 +24,5 @@ class StepContext:
     #: run by the job a wait scheduled (pinned to the operation's version), not by an event's
     #: nudge: only such a run schedules the wait's next poll, so a nudge adds no second chain
     scheduled: bool = False
+    #: the poll that scheduled this run, as its wait recorded it (steps/waits.py superseded)
+    token: str | None = None

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from bot.app.checks.preview import preview_summary
 from bot.app.events.approval import on_approval
 from bot.app.steps import StepContext
+from bot.app.steps.checks import checked_preview
 from bot.app.steps.common import advance
 from bot.app.steps.integrity import approved_identity
 from bot.app.steps.paths import check_paths
@@ -26,7 +28,10 @@ def submit_approval(ctx: StepContext) -> bool:
     ):
         return True  # refused: CREATE_FAILED, nobody is asked to approve
     identity = approved_identity(ctx, project)
-    summary = identity.summary()
+    preview = checked_preview(ctx, project, identity)
+    if preview is None:
+        return True  # a file fails its validators: CREATE_FAILED, nobody is asked to approve
+    summary = "\n\n".join((identity.summary(), *preview_summary(preview, op.mr_url)))
     request = ApprovalRequest(
         operation_id=op.id,
         title=op.title,
@@ -39,7 +44,13 @@ def submit_approval(ctx: StepContext) -> bool:
     )
     approval_id = ctx.clients.approval.submit(request)
     deadline = ctx.now + timedelta(seconds=settings.step_timeout)
-    return advance(ctx, Event.APPROVAL_SUBMITTED, approval_id=approval_id, deadline_at=deadline)
+    return advance(
+        ctx,
+        Event.APPROVAL_SUBMITTED,
+        approval_id=approval_id,
+        deadline_at=deadline,
+        preview=preview,
+    )
 
 
 def await_approval(ctx: StepContext) -> bool:

@@ -11,7 +11,7 @@ from bot.app.steps.decisions import Advance, Poll
 from bot.app.steps.integrity import approved_identity, read_identity
 from bot.app.steps.paths import check_paths
 from bot.app.steps.perform import perform
-from bot.app.steps.waits import new_wait
+from bot.app.steps.waits import continues_wait, new_wait, newly_covered
 from bot.core.events import Event
 from bot.core.labels import label_for
 from bot.core.states import BindingState, Flow
@@ -78,6 +78,8 @@ def poll_pipeline(ctx: StepContext) -> bool:
     assert op.mr_iid is not None
     if new_wait(op):  # the first look waits a tier: a webhook in time means 0 poll calls
         return perform(ctx, Poll("pipeline"))
+    if newly_covered(op) is not None:  # webhooks come for this MR now: polls are the fallback
+        return perform(ctx, Poll("pipeline")) if continues_wait(ctx) else False
     mr = read_mr(ctx.clients.author.project(op.gitlab_project), op.mr_iid)
     return perform(ctx, decide_pipeline(mr))
 

@@ -13,9 +13,11 @@ from bot.app.steps.decisions import (
     Advance,
     Approve,
     Later,
+    LeaveTrain,
     Merge,
     Poll,
     PollKind,
+    Rebase,
     Restart,
     StepDecision,
     StopChanged,
@@ -24,7 +26,8 @@ from bot.app.steps.decisions import (
 from bot.core.events import Event
 from bot.core.states import Step
 from bot.gitlab.approve import ApproveOutcome, ApproveResult
-from bot.gitlab.merge import MergeOutcome, MergeResult, RebaseState, RebaseStatus
+from bot.gitlab.merge import WAIT_SECONDS, MergeOutcome, MergeResult, RebaseState, RebaseStatus
+from bot.gitlab.trains import FOLLOW_SECONDS, TrainOutcome, TrainProgress, TrainResult, TrainState
 from bot.gitlab.views import MrView
 
 if TYPE_CHECKING:
@@ -34,6 +37,9 @@ if TYPE_CHECKING:
 MAX_RESTARTS = 5
 #: Head pipeline statuses that fail the change's checks.
 FAILED_PIPELINE = frozenset({"failed", "canceled", "skipped"})
+#: The progress key the handling step writes right before it asks GitLab to rebase: the
+#: verified head the rebase starts from. REBASE_STARTED (`rebase_from`) replaces it once recorded.
+REBASE_ASKED = "rebase_asked"
 
 
 def decide_pipeline(mr: MrView, kind: PollKind = "pipeline") -> StepDecision:
@@ -63,13 +69,18 @@ def decide_finished(mr: MrView) -> StepDecision | None:
 
 def decide_handle(op: OperationRow, mr: MrView, verdict: Verdict) -> StepDecision:
     """The open MR checked against the approved change: stop, approve the checked head (a new
-    head starts its approvals afresh), or -- approved on that head -- merge it."""
+    head starts its approvals afresh), or -- approved on that head -- merge it; a head GitLab
+    says is behind its target is rebased before it is approved."""
     if not verdict.ok:
         return StopChanged(verdict)
     sha = verdict.head
     progress: dict[str, Any] = dict(op.progress)
     if op.step is Step.HANDLE_APPROVED and progress.get("sha") == sha:
         return Merge(sha, mr, progress)
+    if mr.detailed_merge_status == "need_rebase" and not mr.rebase_in_progress:
+        # behind its target (a fast-forward project after another merge): approving first
+        # would be done again on the rebased head, so the rebase comes first
+        return Rebase(sha, progress)
     if progress.get("sha") != sha:  # a new head needs new approvals
         progress = {
             "sha": sha,
@@ -77,7 +88,19 @@ def decide_handle(op: OperationRow, mr: MrView, verdict: Verdict) -> StepDecisio
             "tries": {},
             "restarts": int(progress.get("restarts", 0)),
         }
-    return Approve(sha, progress)
+    return Approve(sha, progress, mr)
+
+
+def decide_unfollowed_rebase(op: OperationRow) -> StepDecision | None:
+    """A rebase the handling step asked GitLab for from the verified head, whose start was never
+    recorded (the worker died, or lost its lease, after asking): it is followed as the bot's own
+    rebase (REBASE_STARTED, then the rebase polls, which check the new head against the
+    approval) instead of its new head being taken for a push. None when there is none."""
+    asked = op.progress.get(REBASE_ASKED)
+    if asked is None or asked != op.verified_sha:
+        return None
+    progress = {k: v for k, v in op.progress.items() if k != REBASE_ASKED}
+    return Advance(Event.REBASE_STARTED, {"progress": {**progress, "rebase_from": asked}})
 
 
 def decide_approve(
@@ -115,11 +138,61 @@ def decide_merge(
                 Event.MERGE_ERROR, {"error_detail": f"GitLab refuses to merge: {result.detail}"}
             )
         case MergeOutcome.WAIT:
-            return Poll("pipeline")
+            return Poll("merge")  # GitLab still checking, CI running...: no event says when
         case MergeOutcome.NOT_APPROVED | MergeOutcome.HEAD_MOVED:
             return decide_restart(op, progress, f"merge said {result.outcome.value}")
         case _:
             assert_never(result.outcome)
+
+
+def decide_train_add(
+    op: OperationRow, result: TrainResult, sha: str, progress: dict[str, Any]
+) -> StepDecision:
+    """What adding the MR to its merge train (pinned to `sha`) came to: follow the car, merged,
+    re-check a moved head, wait, stop, or merge without the train."""
+    match result.outcome:
+        case TrainOutcome.ADDED | TrainOutcome.QUEUED | TrainOutcome.ALREADY:
+            return Later(FOLLOW_SECONDS, {**progress, "train": sha})
+        case TrainOutcome.MERGED:
+            return Advance(Event.MERGED, {"merge_commit_sha": result.merge_commit_sha})
+        case TrainOutcome.HEAD_MOVED:
+            return decide_restart(op, progress, "the head moved before the merge train took it")
+        case TrainOutcome.WAIT:
+            return Later(result.retry_in or WAIT_SECONDS, progress)
+        case TrainOutcome.NOT_MERGEABLE:
+            status = result.mr.detailed_merge_status if result.mr is not None else None
+            if status == "not_approved":
+                return decide_restart(op, progress, "the merge train says it is not approved")
+            if status == "conflict":
+                return Advance(Event.REBASE_CONFLICT, {"error_detail": "conflict"})
+            return Advance(
+                Event.MERGE_ERROR,
+                {"error_detail": f"GitLab would not add it to the merge train: {result.detail}"},
+            )
+        case TrainOutcome.REFUSED:
+            return LeaveTrain(result.detail or "merge trains are not available")
+        case _:
+            assert_never(result.outcome)
+
+
+def decide_train_follow(
+    op: OperationRow, seen: TrainProgress, progress: dict[str, Any]
+) -> StepDecision:
+    """The MR's car as just followed: still on the train, merged, or dropped (GitLab's reason)."""
+    match seen.state:
+        case TrainState.ON_TRAIN | TrainState.QUEUED:
+            return Poll("train")
+        case TrainState.MERGED:
+            return Advance(Event.MERGED, {"merge_commit_sha": seen.merge_commit_sha})
+        case TrainState.DROPPED:
+            return Advance(
+                Event.MERGE_ERROR,
+                {"error_detail": f"GitLab removed it from the merge train: {seen.detail}"[:500]},
+            )
+        case TrainState.HEAD_MOVED:
+            return decide_restart(op, progress, "the head moved while it was on the merge train")
+        case _:
+            assert_never(seen.state)
 
 
 def decide_restart(op: OperationRow, progress: dict[str, Any], why: str) -> StepDecision:
@@ -152,7 +225,8 @@ def decide_rebase(
                 raise ValueError("a finished rebase is decided on the MR read after it")
         case _:
             assert_never(status.state)
-    return decide_checked_pipeline(mr, verdict, "rebase", " after the rebase")
+    # rebased: what is left is the new head's pipeline, a pipeline wait (its tiers)
+    return decide_checked_pipeline(mr, verdict, "pipeline", " after the rebase")
 
 
 def decide_checked_pipeline(

@@ -9,9 +9,10 @@ from typing import Any, Literal
 from bot.core.events import Event
 from bot.gitlab.views import MrView
 
-#: What a poll waits for: the MR's head pipeline, GitLab's rebase, or a pipeline wait that went
-#: pending (the `poll.<kind>_tiers` flag).
-PollKind = Literal["pipeline", "rebase", "pending"]
+#: What a poll waits for: the MR's head pipeline, GitLab's rebase, a pipeline wait that went
+#: pending, the MR's car on GitLab's merge train, or GitLab to let a merge through (the
+#: `poll.<kind>_tiers` flag).
+PollKind = Literal["pipeline", "rebase", "pending", "train", "merge"]
 
 
 @dataclass(frozen=True)
@@ -77,17 +78,41 @@ class Approve:
 
     sha: str
     progress: dict[str, Any]
+    #: the MR as read before approving (the merge right after the approvals starts from it)
+    mr: MrView | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
 class Merge:
-    """Merge the MR (as just read: `mr`) pinned to the checked head `sha`; the outcome is
-    decided again (steps/decide.py decide_merge)."""
+    """Merge the MR (as just read: `mr`; None: merge() reads it) pinned to the checked head
+    `sha`; the outcome is decided again (steps/decide.py decide_merge)."""
 
     sha: str
-    mr: MrView
+    mr: MrView | None
+    progress: dict[str, Any]
+    #: approved by this very step just now: the `mr` read before it still says "not_approved"
+    approved_now: bool = False
+
+
+@dataclass(frozen=True)
+class Rebase:
+    """GitLab says the checked head `sha` must be rebased before it can merge: rebase it now,
+    before any approval (a rebase would make them over again); the outcome is decided as a
+    merge attempt's (steps/decide.py decide_merge)."""
+
+    sha: str
     progress: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class LeaveTrain:
+    """GitLab will not take the change on a merge train (trains off, no licence): it merges
+    through the bot's own merge queue instead, joining its line now."""
+
+    reason: str
+
+
 #: Everything a step may decide; steps/perform.py handles each one.
-StepDecision = Advance | Poll | Later | Restart | StopChanged | Approve | Merge
+StepDecision = (
+    Advance | Poll | Later | Restart | StopChanged | Approve | Merge | Rebase | LeaveTrain
+)

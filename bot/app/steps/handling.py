@@ -1,5 +1,9 @@
 """Handling phase: approve as each approval bot, merge pinned to the SHA, rebase and retry.
 
+Only the head of the branch's merge queue goes on (bot/app/queue.py); the others wait in line
+without calling GitLab. A project with GitLab's merge trains merges through them instead
+(steps/trains.py).
+
 Before approving, and again before merging, the MR is checked against the approved change
 identity (bot/app/steps/integrity.py); only the head that check verified is approved and merged.
 Each step reads GitLab, decides with steps/decide.py and acts with steps/perform.py.
@@ -7,6 +11,9 @@ Each step reads GitLab, decides with steps/decide.py and acts with steps/perform
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from bot.app.queue import wait_turn
 from bot.app.steps import StepContext
 from bot.app.steps.decide import (
     decide_checked_pipeline,
@@ -14,12 +21,14 @@ from bot.app.steps.decide import (
     decide_handle,
     decide_pipeline,
     decide_rebase,
+    decide_unfollowed_rebase,
     needs_recheck,
 )
 from bot.app.steps.decisions import Poll
 from bot.app.steps.integrity import check_mr
 from bot.app.steps.perform import perform
-from bot.app.steps.waits import new_wait
+from bot.app.steps.trains import uses_trains
+from bot.app.steps.waits import continues_wait, new_wait, newly_covered, superseded, waiting_for
 from bot.core.states import BindingState
 from bot.gitlab import RebaseState, read_mr, rebase_status
 
@@ -28,10 +37,18 @@ def handle(ctx: StepContext) -> bool:
     """Checks the MR against what was approved, approves as every approval bot that has not,
     then merges pinned to the checked head; each outcome to its state (steps/decide.py)."""
     op = ctx.op
-    assert op.mr_iid is not None
+    iid = op.mr_iid
+    assert iid is not None
     project = ctx.clients.author.project(op.gitlab_project)
-    mr = read_mr(project, op.mr_iid)
+    if uses_trains(ctx, project):  # GitLab's merge train merges it
+        ctx = replace(ctx, op=replace(op, merge_train=True))
+    elif not wait_turn(ctx.services, op, ctx.now):
+        return False  # not its turn: the change ahead in its branch's merge queue goes first
+    op = ctx.op
+    mr = read_mr(project, iid)
     finished = decide_finished(mr)
+    if finished is None:  # a rebase asked for whose start is not recorded: follow it
+        finished = decide_unfollowed_rebase(op)
     if finished is not None:
         return perform(ctx, finished)
     return perform(ctx, decide_handle(op, mr, check_mr(ctx, project, mr)))
@@ -41,16 +58,28 @@ def poll_rebase(ctx: StepContext) -> bool:
     """Follows GitLab's rebase, then the pipeline on the new head; then back to approving."""
     op = ctx.op
     assert op.mr_iid is not None
+    if not op.merge_train and not wait_turn(ctx.services, op, ctx.now):
+        return False  # another change was moved to the front meanwhile: it goes first
     if new_wait(op):  # GitLab rebases in the background: look after the first interval
         return perform(ctx, Poll("rebase"))
+    if superseded(ctx):
+        return False  # an MR event's look found the rebase done and rescheduled the wait
+    covered = newly_covered(op)
+    if covered is not None:  # webhooks come for this MR now: polls are the fallback
+        return perform(ctx, Poll(covered)) if continues_wait(ctx) else False
     project = ctx.clients.author.project(op.gitlab_project)
     before = op.progress.get("rebase_from") or op.head_sha
     status = rebase_status(project, op.mr_iid, before_sha=before)
     if status.state is not RebaseState.DONE:
-        return perform(ctx, decide_rebase(status))
-    mr = read_mr(project, op.mr_iid)
-    verdict = check_mr(ctx, project, mr) if needs_recheck(op, mr) else None
-    return perform(ctx, decide_rebase(status, mr, verdict))
+        decision = decide_rebase(status)
+    else:
+        mr = status.mr or read_mr(project, op.mr_iid)  # the poll's own read serves
+        verdict = check_mr(ctx, project, mr) if needs_recheck(op, mr) else None
+        decision = decide_rebase(status, mr, verdict)
+    if isinstance(decision, Poll) and not continues_wait(ctx) and decision.kind == waiting_for(op):
+        return False  # an MR event's extra look: the scheduled one still comes
+    # (a look that found the rebase done starts the pipeline's wait, replacing the rebase's)
+    return perform(ctx, decision)
 
 
 def poll_pending(ctx: StepContext) -> bool:
@@ -74,14 +103,6 @@ def poll_pending(ctx: StepContext) -> bool:
             decision = decide_checked_pipeline(mr, verdict, "pending")
     else:
         decision = decide_pipeline(mr, "pending")
-    if isinstance(decision, Poll) and not _continues_wait(ctx):
+    if isinstance(decision, Poll) and not continues_wait(ctx):
         return False  # a nudge's extra look: the scheduled one still comes
     return perform(ctx, decision)
-
-
-def _continues_wait(ctx: StepContext) -> bool:
-    """True when this run is the wait's scheduled poll (or its retry after a transient failure),
-    so it schedules the next one; a nudge's run does not, or each nudge would add a chain."""
-    streak = ctx.op.progress.get("transient")
-    retrying = isinstance(streak, dict) and streak.get("version") == ctx.op.version
-    return ctx.scheduled or retrying

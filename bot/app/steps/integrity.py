@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import logging
 
+from bot.app import policy
 from bot.app.steps import StepContext
 from bot.app.steps.common import advance
 from bot.app.steps.decisions import Verdict
+from bot.app.steps.paths import maintainer_authority
 from bot.core.events import Event
 from bot.core.identity import (
     ChangeIdentity,
@@ -119,7 +121,7 @@ def check_mr(ctx: StepContext, project: Project, mr: MrView) -> Verdict:
     reasons = differences(
         identity, target_branch=mr.target_branch, changes=comparison.changes, contents=contents
     )
-    reasons += _policy(ctx, comparison)
+    reasons += _policy(ctx, comparison, identity)
     if not reasons and not verified_before:
         touch(ctx.services.engine, op.id, verified_sha=head)
         log.info(
@@ -133,10 +135,23 @@ def _approved_paths(identity: ChangeIdentity) -> list[str]:
     return [f.path for f in identity.files]
 
 
-def _policy(ctx: StepContext, comparison: Comparison) -> list[str]:
-    """The path policy again, on what the MR changes now (protected and allowed paths)."""
-    allowed = ctx.services.settings.allowed_paths
-    return [f"{r.path} {r.reason}" for r in refused_paths(comparison.paths, allowed=allowed)]
+def _policy(ctx: StepContext, comparison: Comparison, identity: ChangeIdentity) -> list[str]:
+    """The path policy again, on what the MR changes now (protected and allowed paths, with the
+    policy recorded on the change). A Maintainer's authority holds only when the approved head
+    is the one that Maintainer applied at (the comparison above holds the MR to the approved
+    content, also after the bot's own rebase)."""
+    rules = policy.of(ctx.op)
+    settings = ctx.services.settings
+    authority = maintainer_authority(ctx.op, identity.head_sha)
+    refusals = refused_paths(
+        comparison.paths,
+        allowed=policy.allowed_paths(settings, rules),
+        unlocking=policy.unlocking_paths(settings),
+        protected=rules.paths.protected,
+        maintainer=authority.maintainer,
+        maintainer_lost=authority.lost,
+    )
+    return [f"{r.path} {r.reason}" for r in refusals]
 
 
 def stop_changed(ctx: StepContext, verdict: Verdict) -> bool:

@@ -6,8 +6,8 @@ before every GitLab and approval-system call (bot/gitlab/client.py, bot/approval
 and happens only once a third of the lease has passed, so a beat costs nothing most of the time.
 Each call is bounded by GITOPS_GITLAB_TIMEOUT (10 s, at most two thirds of the lease, checked at
 startup), so a live step's lease never runs out between two beats; a SIGKILLed worker's runs out
-within the lease, and the next sweep (every GITOPS_SWEEP_INTERVAL, 30 s) re-drives the step: a
-change moves again within lease + sweep interval = 60 s with the defaults.
+within the lease, and the next sweep (every GITOPS_SWEEP_INTERVAL, 20 s) re-drives the step: a
+change moves again within lease + sweep interval = 30 + 20 = 50 s with the defaults.
 
 Two drivers never run a step at once: a lease is taken only when it has expired, and a step
 whose lease was taken (its worker stalled longer than the lease) learns it at its next beat,

@@ -4,17 +4,28 @@ pure decisions of steps/decide.py. True when the operation moved, as every step 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, assert_never
 
+from bot.app import policy
 from bot.app.steps import StepContext
-from bot.app.steps.common import advance
-from bot.app.steps.decide import decide_approve, decide_merge
+from bot.app.steps.common import advance, advance_made, short
+from bot.app.steps.decide import (
+    REBASE_ASKED,
+    decide_approve,
+    decide_merge,
+    decide_train_add,
+    decide_train_follow,
+)
 from bot.app.steps.decisions import (
     Advance,
     Approve,
     Later,
+    LeaveTrain,
     Merge,
     Poll,
+    Rebase,
     Restart,
     StepDecision,
     StopChanged,
@@ -22,9 +33,22 @@ from bot.app.steps.decisions import (
 from bot.app.steps.integrity import stop_changed
 from bot.app.steps.waits import deploy_deadline, drive_in, poll
 from bot.core.events import Event
-from bot.gitlab import GitLabError, MrClosed, approve_once, approved_by, merge
+from bot.errors import CannotProceed
+from bot.gitlab import (
+    GitLabError,
+    MrClosed,
+    MrView,
+    add_to_train,
+    approve_once,
+    approved_by,
+    follow_train,
+    merge,
+    rebase,
+)
+from bot.heartbeat import beat
 from bot.store.flags import get_flag
 from bot.store.operations import touch
+from bot.store.queue import without_train
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +58,7 @@ def perform(ctx: StepContext, decision: StepDecision) -> bool:
     match decision:
         case Advance(event, changes):
             if event is Event.MERGED:
-                changes = {**changes, **deploy_deadline(ctx.services.settings, ctx.now)}
+                changes = {**changes, **deploy_deadline(ctx.services.settings, ctx.now, ctx.op)}
             return advance(ctx, event, **changes)
         case Poll(kind):
             if poll(ctx.services, ctx.op, kind, ctx.now):
@@ -54,13 +78,34 @@ def perform(ctx: StepContext, decision: StepDecision) -> bool:
             return False
         case StopChanged(verdict):
             return stop_changed(ctx, verdict)
-        case Approve(sha, progress):
-            return _approve(ctx, sha, progress)
-        case Merge(sha, mr, progress):
+        case Approve(sha, progress, mr):
+            return _approve(ctx, sha, progress, mr)
+        case Rebase(sha, progress):
+            assert ctx.op.mr_iid is not None
+            project = ctx.clients.author.project(ctx.op.gitlab_project)
+            result = rebase(project, ctx.op.mr_iid, _asking_to_rebase(ctx, sha, progress))
+            return perform(ctx, decide_merge(ctx.op, result, sha, progress))
+        case Merge(sha, mr, progress, approved_now) if ctx.op.merge_train:
+            return _by_train(ctx, sha, mr, progress)
+        case LeaveTrain(reason):
+            log.info(
+                "merging without the merge train: %s", reason, extra={"operation_id": ctx.op.id}
+            )
+            without_train(ctx.services.engine, ctx.op.id, ctx.now)
+            drive_in(ctx.services, ctx.op, 1.0, ctx.now, pinned=False)
+            return False
+        case Merge(sha, mr, progress, approved_now):
             assert ctx.op.mr_iid is not None
             project = ctx.clients.author.project(ctx.op.gitlab_project)
             try:
-                result = merge(project, ctx.op.mr_iid, sha, mr=mr)
+                result = merge(
+                    project,
+                    ctx.op.mr_iid,
+                    sha,
+                    mr=mr,
+                    approved_now=approved_now,
+                    before_rebase=_asking_to_rebase(ctx, sha, progress),
+                )
             except MrClosed:
                 return advance(ctx, Event.MR_CLOSED)
             return perform(ctx, decide_merge(ctx.op, result, sha, progress))
@@ -68,9 +113,38 @@ def perform(ctx: StepContext, decision: StepDecision) -> bool:
             assert_never(decision)
 
 
-def _approve(ctx: StepContext, sha: str, progress: dict[str, Any]) -> bool:
+def _asking_to_rebase(ctx: StepContext, sha: str, progress: dict[str, Any]) -> Callable[[], None]:
+    """What runs right before GitLab is asked to rebase from `sha`: a note in the operation's
+    progress, so a worker that dies once GitLab queued the rebase (before REBASE_STARTED is
+    recorded) leaves a change that follows it as the bot's own rebase, not a push."""
+
+    def note() -> None:
+        beat()  # a step that lost its lease stops here: nothing written, nothing asked
+        touch(ctx.services.engine, ctx.op.id, progress={**progress, REBASE_ASKED: sha})
+
+    return note
+
+
+def _by_train(ctx: StepContext, sha: str, mr: MrView | None, progress: dict[str, Any]) -> bool:
+    """GitLab's merge train merges it: added once (pinned to the checked head), then followed
+    until it merged or GitLab removed it (steps/decide.py decide_train_add, _follow)."""
+    op = ctx.op
+    assert op.mr_iid is not None
+    project = ctx.clients.author.project(op.gitlab_project)
+    try:
+        if progress.get("train") == sha:
+            seen = follow_train(project, op.mr_iid, sha)
+            return perform(ctx, decide_train_follow(op, seen, progress))
+        added = add_to_train(project, op.mr_iid, sha, mr=mr)
+    except MrClosed:
+        return advance(ctx, Event.MR_CLOSED)
+    return perform(ctx, decide_train_add(op, added, sha, progress))
+
+
+def _approve(ctx: StepContext, sha: str, progress: dict[str, Any], mr: MrView | None) -> bool:
     """Approves `sha` as each approval bot that has not (each attempt's outcome decided by
-    decide_approve); APPROVALS_GIVEN once all have."""
+    decide_approve); APPROVALS_GIVEN once all have. The bots are those the recorded policy
+    names (`approvals`), else all of them."""
     op = ctx.op
     assert op.mr_iid is not None
     max_retries = int(get_flag(ctx.services.engine, "approval.max_retries"))
@@ -86,7 +160,7 @@ def _approve(ctx: StepContext, sha: str, progress: dict[str, Any]) -> bool:
         )
     except GitLabError:
         approvers = None  # each account reads for itself then
-    for account in ctx.clients.approvers:
+    for account in policy.approver_accounts(ctx.clients.approvers, policy.of(op)):
         if account.label in approved:
             continue
         attempt = tries.get(account.label, 0)
@@ -106,4 +180,18 @@ def _approve(ctx: StepContext, sha: str, progress: dict[str, Any]) -> bool:
         if decision is not None:
             return perform(ctx, decision)
         approved.append(account.label)
-    return advance(ctx, Event.APPROVALS_GIVEN, head_sha=sha, progress=progress)
+    made = advance_made(ctx, Event.APPROVALS_GIVEN, head_sha=sha, progress=progress)
+    if made is None:
+        return False
+    # approved on the head this step checked against the approval just before: merge it now,
+    # pinned to that head, from the MR as read before approving (GitLab refuses a merge the MR
+    # is not ready for, and merge() then reads it), instead of reading and checking it again
+    op = replace(
+        ctx.op, version=made.version, step=made.step, head_sha=sha, progress=progress, attempts=0
+    )
+    after = replace(ctx, op=op)
+    try:
+        perform(after, Merge(sha, mr, progress, approved_now=True))
+    except CannotProceed as exc:
+        advance(after, Event.MERGE_ERROR, error_detail=short(exc))
+    return True

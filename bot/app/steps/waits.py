@@ -7,6 +7,9 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
+from bot.app import policy
+from bot.app.steps import StepContext
+from bot.app.steps.decisions import PollKind
 from bot.approval.backoff import backoff
 from bot.config import Settings
 from bot.core.next_step import poll_interval
@@ -37,6 +40,7 @@ def drive_in(
     progress: dict[str, Any] | None = None,
     pinned: bool = True,
     deadline: bool = True,
+    token: str | None = None,
 ) -> None:
     """Runs the operation's step again in `seconds`; the deadline covers a lost job.
 
@@ -54,6 +58,8 @@ def drive_in(
         fields["progress"] = progress
     touch(services.engine, op.id, **fields)
     args: tuple[object, ...] = (op.id, op.version) if pinned else (op.id,)
+    if pinned and token is not None:
+        args = (*args, token)
     try:
         services.queue.enqueue_in(
             seconds, DRIVE_JOB, *args, job_id=f"later:{op.id}:{uuid.uuid4().hex[:12]}"
@@ -64,41 +70,102 @@ def drive_in(
         )
 
 
-def deploy_deadline(settings: Settings, now: datetime) -> dict[str, Any]:
+def deploy_deadline(settings: Settings, now: datetime, op: OperationRow) -> dict[str, Any]:
     """What entering MERGED sets besides the state: the deadline of the wait for the deployment's
-    word (GITOPS_DEPLOY_TIMEOUT); past it the sweep reports the change pending (DEPLOY_PENDING)."""
-    return {"deadline_at": now + timedelta(seconds=settings.deploy_timeout)}
+    word (the recorded policy's `deploy.timeout`, else GITOPS_DEPLOY_TIMEOUT); past it the sweep
+    reports the change pending (DEPLOY_PENDING)."""
+    seconds = policy.deploy_timeout(settings, policy.of(op))
+    return {"deadline_at": now + timedelta(seconds=seconds)}
+
+
+def _wait_now(op: OperationRow) -> dict[str, Any] | None:
+    """The operation's wait in its current version (None: it has not started one yet)."""
+    wait = op.progress.get("wait")
+    return wait if isinstance(wait, dict) and wait.get("version") == op.version else None
 
 
 def new_wait(op: OperationRow) -> bool:
     """True when the operation has not started waiting in its current version yet."""
-    wait = op.progress.get("wait") or {}
-    return bool(wait.get("version") != op.version)
+    return _wait_now(op) is None
+
+
+def newly_covered(op: OperationRow) -> PollKind | None:
+    """The kind of the operation's wait when it was scheduled by its short tiers and a pipeline
+    webhook for the MR has arrived since: the webhook will move it, so the look due now is
+    skipped and the fallback tiers (`poll.covered_tiers`) take over. None otherwise."""
+    wait = _wait_now(op)
+    if wait is None or wait.get("covered") or op.pipeline_hook_at is None:
+        return None
+    kind = wait.get("kind")
+    return "pipeline" if kind == "pipeline" else "rebase" if kind == "rebase" else None
+
+
+def waiting_for(op: OperationRow) -> str | None:
+    """The kind of wait the operation is in, in its current version (None: none yet)."""
+    kind = (_wait_now(op) or {}).get("kind")
+    return kind if isinstance(kind, str) else None
+
+
+def superseded(ctx: StepContext) -> bool:
+    """True when this run is a poll of a chain a later look replaced (it rescheduled the wait,
+    e.g. on a new kind): the wait holds another poll's token, so this one does nothing."""
+    wait = _wait_now(ctx.op)
+    if ctx.token is None or wait is None:
+        return False
+    return wait.get("token") not in (None, ctx.token)
+
+
+def continues_wait(ctx: StepContext) -> bool:
+    """True when this run is the wait's scheduled poll (or its retry after a transient failure),
+    so it schedules the next one; a nudge's run does not, or each nudge would add a chain."""
+    streak = ctx.op.progress.get("transient")
+    retrying = isinstance(streak, dict) and streak.get("version") == ctx.op.version
+    return ctx.scheduled or retrying
 
 
 def poll(services: Services, op: OperationRow, kind: str, now: datetime) -> bool:
     """Schedules the next poll of a wait (`kind`: pipeline, rebase or pending); False when it
     timed out.
 
-    Polls are tiered (the `poll.<kind>_tiers` flag, read per use) and the whole wait is bounded
+    Polls are tiered (the recorded policy's `poll.<kind>_tiers`, else the flag, read per use;
+    `poll.covered_tiers` once pipeline webhooks are known to arrive for the MR) and the whole
+    wait is bounded
     by GITOPS_PIPELINE_TIMEOUT; a pending wait by its tiers alone, with no deadline (it is
     pending on purpose: the sweep leaves it alone). A wait starts anew whenever the operation's
     version changes.
     """
     progress = dict(op.progress)
     wait = progress.get("wait") or {}
+    tiers_name = _tiers_for(op, kind)
+    covered = tiers_name.startswith("covered")
     if wait.get("version") != op.version or wait.get("kind") != kind:
         wait = {"version": op.version, "kind": kind, "polls": 0, "since": now.isoformat()}
-    tiers = get_flag(services.engine, f"poll.{kind}_tiers")
+    if bool(wait.get("covered")) != covered:  # webhooks seen: the fallback tiers from here
+        wait = {**wait, "polls": 0, "covered": covered}
+    tiers = policy.poll_tiers(policy.of(op), tiers_name) or get_flag(
+        services.engine, f"poll.{tiers_name}_tiers"
+    )
     interval = poll_interval(tiers, int(wait["polls"]))
     elapsed = (now - datetime.fromisoformat(wait["since"])).total_seconds()
     pending = kind == "pending"
     if interval is None or (not pending and elapsed >= services.settings.pipeline_timeout):
         return False
     wait["polls"] = int(wait["polls"]) + 1
+    wait["token"] = token = uuid.uuid4().hex[:12]
     progress["wait"] = wait
-    drive_in(services, op, interval, now, progress=progress, deadline=not pending)
+    drive_in(services, op, interval, now, progress=progress, deadline=not pending, token=token)
     return True
+
+
+def _tiers_for(op: OperationRow, kind: str) -> str:
+    """Which tiers a wait polls by: its own, or -- once a pipeline webhook for the MR has
+    arrived, so GitLab's hooks reach the bot -- the covered ones: a pipeline's webhook, or a
+    rebase's MR event, moves the wait and the polls are a fallback (`poll.covered_tiers`); a
+    rebase that fails sends no event, so its covered looks stay frequent
+    (`poll.covered_rebase_tiers`)."""
+    if op.pipeline_hook_at is None or kind not in ("pipeline", "rebase"):
+        return kind
+    return "covered" if kind == "pipeline" else "covered_rebase"
 
 
 def retry_later(

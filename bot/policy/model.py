@@ -75,7 +75,8 @@ class Paths(BaseModel):
     model_config = _FORBID
     allowed: Annotated[list[PathEntry], _ARRAY] | None = Field(
         default=None,
-        description="Path prefixes changes may touch (narrows GITOPS_ALLOWED_PATHS: a path must be allowed by both; never a protected path).",
+        description="Path prefixes changes may touch (narrows GITOPS_ALLOWED_PATHS: a path "
+        "must be allowed by both; never a protected path).",
     )
     protected: Annotated[list[PathEntry], _ARRAY] = Field(
         default_factory=list,

@@ -1,4 +1,4 @@
-"""The long variant: many requests under random GitLab faults, killed workers and a FLUSHALL.
+"""The long variant: many requests under random GitLab faults, killed workers, Redis flushed.
 
 Marked `soak`: it runs only with GITOPS_SOAK=1 (and PostgreSQL and Redis). GITOPS_SOAK_REQUESTS
 sets the number of requests (40), GITOPS_SOAK_FAULT_RATE the share of GitLab calls answered 5xx
@@ -51,7 +51,7 @@ def test_soak_with_faults_kills_and_a_flush(world: World) -> None:
         for n in range(count):
             ops.append(world.submit(rng.choice(list(Flow))))
             if n == count // 2:
-                world.redis.flushall()
+                world.redis.flushdb()
         world.wait_all(ops, S.VALIDATED, timeout=600 + 10 * count)
     finally:
         stop.set()

@@ -41,12 +41,15 @@ def test_sweep_recovers_a_job_lost_with_its_worker(bot: Bot) -> None:
 
 
 def test_flushed_redis_loses_nothing(bot: Bot) -> None:
-    """FLUSHALL while requests wait on polls and deliveries wait in the queue: all finish."""
+    """Redis emptied while requests wait on polls and deliveries wait in the queue: all finish.
+
+    FLUSHDB of the bot's database (it uses no other): on a shared server FLUSHALL would also
+    empty the other test process's database and lose its jobs mid-test."""
     first = bot.request(Flow.MR_FIRST, subject_id="svc-1")
     second = bot.request(Flow.APPROVE_FIRST, subject_id="svc-2")
     bot.settle()
     bot.approve(second)  # stored in the inbox, its job queued ...
-    bot.services.redis.flushall()  # ... and lost with every scheduled poll
+    bot.services.redis.flushdb()  # ... and lost with every scheduled poll
     bot.settle(advance=3600)
     assert bot.state(second) is S.APPROVAL_SENT
     report = run_sweep(bot.services, later(60))

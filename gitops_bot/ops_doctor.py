@@ -1,4 +1,4 @@
-"""The operator's `doctor`: the checklist bot/app/doctor.py makes, for people and for scripts."""
+"""The operator's `doctor`: the checklist bot/app/doctor/ makes, for people and for scripts."""
 
 from __future__ import annotations
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
 from sqlalchemy import func, select
-from sqlalchemy.engine import Engine
 
 from bot.core.states import BindingState as S
 from bot.store.models import BINDINGS, OPERATIONS, OUTBOX
@@ -21,18 +20,10 @@ from tests.commands import (
     operations_of,
     person_mr,
     replies,
-    running_bot,
     say,
     to_validated,
 )
 from tests.workflow.harness import Bot
-
-
-@pytest.fixture
-def bot(db: Engine) -> Iterator[Bot]:
-    """The whole bot with the GitLab double, the approval fake and the people of the matrix."""
-    with running_bot(db) as running:
-        yield running
 
 
 def status_rows(bot: Bot, op_id: str) -> int:

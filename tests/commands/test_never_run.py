@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy.engine import Engine
 
 from bot.core.states import BindingState as S
 from tests.commands import (
@@ -19,19 +17,11 @@ from tests.commands import (
     operations_of,
     person_mr,
     replies,
-    running_bot,
     say,
 )
 from tests.workflow.harness import PROJECT, SECRETS, Bot
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-
-
-@pytest.fixture
-def bot(db: Engine) -> Iterator[Bot]:
-    """The whole bot with the GitLab double, the approval fake and the people of the matrix."""
-    with running_bot(db) as running:
-        yield running
 
 
 def assert_untouched(bot: Bot, iid: int, note_id: int) -> None:

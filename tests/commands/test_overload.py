@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
 from sqlalchemy import select
-from sqlalchemy.engine import Engine
 
 from bot.store.flags import DEFAULTS, set_flag
 from bot.store.models import OPERATIONS
@@ -18,20 +14,12 @@ from tests.commands import (
     operations_of,
     person_mr,
     replies,
-    running_bot,
     say,
     to_validated,
 )
 from tests.workflow.harness import Bot
 
 FULL = "the work queue is full; nothing was started, retry later"
-
-
-@pytest.fixture
-def bot(db: Engine) -> Iterator[Bot]:
-    """The whole bot with the GitLab double, the approval fake and the people of the matrix."""
-    with running_bot(db) as running:
-        yield running
 
 
 def fill_queue(bot: Bot, full: bool) -> None:

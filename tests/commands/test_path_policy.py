@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import replace
 
 import pytest
@@ -26,13 +25,6 @@ from tests.commands import (
 from tests.workflow.harness import PROJECT, Bot
 
 CI_WITH_INCLUDE = "include:\n  - local: ci/deploy.yml\nbuild:\n  script: [make]\n"
-
-
-@pytest.fixture
-def bot(db: Engine) -> Iterator[Bot]:
-    """The whole bot with the GitLab double, the approval fake and the people of the matrix."""
-    with running_bot(db) as running:
-        yield running
 
 
 def assert_refused_naming(bot: Bot, iid: int, note_id: int, path: str) -> str:

@@ -4,7 +4,6 @@ the status comment naming the policy commit the change follows."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -32,13 +31,6 @@ from tests.commands import (
 from tests.workflow.harness import PROJECT, Bot
 
 MAINTAINER = "maria"
-
-
-@pytest.fixture
-def bot(db: Engine) -> Iterator[Bot]:
-    """The whole bot with the GitLab double, the approval fake and the people of the matrix."""
-    with running_bot(db) as running:
-        yield running
 
 
 def policy(bot: Bot, text: str) -> str:

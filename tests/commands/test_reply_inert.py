@@ -2,24 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
-from sqlalchemy.engine import Engine
 
 from bot.app.commands import reply as command_reply
 from bot.app.commands.reply import code_span, reason_markup
 from bot.core.inert import ensure_inert
-from tests.commands import awards, person_mr, replies, running_bot, say
+from tests.commands import awards, person_mr, replies, say
 from tests.workflow.harness import Bot
-
-
-@pytest.fixture
-def bot(db: Engine) -> Iterator[Bot]:
-    """The whole bot with the GitLab double, the approval fake and the people of the matrix."""
-    with running_bot(db) as running:
-        yield running
-
 
 #: What a person typed, and the code span the reply shows of it (None: shown as escaped text).
 TYPED = {

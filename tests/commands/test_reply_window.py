@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
@@ -15,15 +14,8 @@ from bot.app.commands.note import on_note
 from bot.app.commands.reply_limit import claim_reply
 from bot.ingress.gitlab_events import NoteEvent, parse
 from bot.store.models import COMMAND_REPLIES, utcnow
-from tests.commands import awards, person_mr, replies, running_bot, say
+from tests.commands import awards, person_mr, replies, say
 from tests.workflow.harness import PROJECT, Bot
-
-
-@pytest.fixture
-def bot(db: Engine) -> Iterator[Bot]:
-    """The whole bot with the GitLab double, the approval fake and the people of the matrix."""
-    with running_bot(db) as running:
-        yield running
 
 
 def age_replies(bot: Bot, seconds: float) -> None:

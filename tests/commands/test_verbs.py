@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
 from sqlalchemy import func, select
-from sqlalchemy.engine import Engine
 
 from bot.core.states import BindingState as S
 from bot.core.states import Flow
@@ -25,18 +21,10 @@ from tests.commands import (
     operations_of,
     person_mr,
     replies,
-    running_bot,
     say,
     to_validated,
 )
 from tests.workflow.harness import PROJECT, Bot
-
-
-@pytest.fixture
-def bot(db: Engine) -> Iterator[Bot]:
-    """The whole bot with the GitLab double, the approval fake and the people of the matrix."""
-    with running_bot(db) as running:
-        yield running
 
 
 def assert_versions_match_audit(bot: Bot, op_id: str) -> None:

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sqlalchemy.engine import Engine
 
 from bot.core.states import BindingState as S
 from tests.commands import (
@@ -19,17 +17,9 @@ from tests.commands import (
     operations_of,
     person_mr,
     replies,
-    running_bot,
     say,
 )
 from tests.workflow.harness import PROJECT, Bot
-
-
-@pytest.fixture
-def bot(db: Engine) -> Iterator[Bot]:
-    """The whole bot with the GitLab double, the approval fake and the people of the matrix."""
-    with running_bot(db) as running:
-        yield running
 
 
 def as_user(bot: Bot, username: str) -> dict[str, Any]:

@@ -14,7 +14,15 @@ from urllib.parse import quote, unquote, urlsplit
 
 from werkzeug.wrappers import Request, Response
 
-from . import notes, routes_compare, routes_mr, routes_protected, routes_repo, routes_trains
+from . import (
+    notes,
+    routes_compare,
+    routes_mr,
+    routes_protected,
+    routes_repo,
+    routes_tags,
+    routes_trains,
+)
 from .errors import ApiError, unauthorized
 from .faults import Call, FaultPlan
 from .model import User
@@ -30,7 +38,15 @@ IN_PROCESS = "gitlab_double.in_process"
 #: Response header the app uses to tell the `responses` adapter to raise ReadTimeout.
 TIMEOUT_MARK = "X-Gitlab-Double-Timeout"
 #: Route modules, imported for their registrations on `router`.
-ROUTE_MODULES = (notes, routes_compare, routes_mr, routes_protected, routes_repo, routes_trains)
+ROUTE_MODULES = (
+    notes,
+    routes_compare,
+    routes_mr,
+    routes_protected,
+    routes_repo,
+    routes_tags,
+    routes_trains,
+)
 
 
 @dataclass

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from datetime import datetime
 
 from . import mr_ops, notes, protection, repo, trains
 from .model import (
     PIPELINE_STATUSES,
-    Access,
-    AccessEntry,
     Deployment,
     Note,
     Pipeline,
@@ -113,36 +111,6 @@ class ControlMixin(SeedingMixin):
         if mr is not None:
             return self.state.projects[mr.project_id].branches[mr.target_branch]
         return p.branches[p.default_branch]
-
-    def protect_branch(
-        self,
-        project: ProjectRef,
-        name: str,
-        *,
-        push: Iterable[int | str] = (Access.MAINTAINER,),
-        merge: Iterable[int | str] = (Access.MAINTAINER,),
-        allow_force_push: bool = False,
-    ) -> ProtectedBranch:
-        """Protects a branch or wildcard as someone did in the settings: `push` and `merge` list
-        access levels (0, 30, 40, 60) and usernames (user entries, Premium's kind); replaces a
-        rule of the same name."""
-        with self.lock:
-            p = self._p(project)
-            rule = ProtectedBranch(self.state.next_id("protected_branch", 100), name)
-            rule.allow_force_push = allow_force_push
-            for entries, wanted in ((rule.push, push), (rule.merge, merge)):
-                for item in wanted:
-                    entry = AccessEntry(self.state.next_id("access_level", 1000))
-                    if isinstance(item, str):
-                        entry.user_id = self._u(item).id
-                    else:
-                        entry.access_level = int(item)
-                    entries.append(entry)
-            rule.unprotect.append(
-                AccessEntry(self.state.next_id("access_level", 1000), Access.MAINTAINER)
-            )
-            p.protected_branches[name] = rule
-            return rule
 
     def protection(self, project: ProjectRef, name: str) -> ProtectedBranch | None:
         """The protection rule named exactly `name` (live object: read it), or None."""

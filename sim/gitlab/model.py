@@ -261,6 +261,8 @@ class Project:
     default_branch: str
     created_at: datetime
     branches: dict[str, str] = field(default_factory=dict)
+    #: lightweight tags by name -> commit sha (a ref name resolves to a tag before a branch)
+    tags: dict[str, str] = field(default_factory=dict)
     members: dict[int, int] = field(default_factory=dict)
     required_approvals: int = 0
     merge_method: str = "merge"

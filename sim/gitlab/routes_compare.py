@@ -11,12 +11,16 @@ P = "/projects/{project}"
 
 
 def resolve_ref(ctx: Ctx, project: Project, ref: str) -> Commit | None:
-    """A branch name, full sha or sha prefix (7+ characters) as a commit; None when unknown."""
+    """A full sha, tag name, branch name or sha prefix (7+ characters) as a commit; None when
+    unknown. A name that is both a tag and a branch is the tag, as GitLab resolves a `ref`
+    (git's rev-parse order: `refs/tags/<name>` before `refs/heads/<name>`)."""
     commits = ctx.state.commits
-    if ref in project.branches:
-        return commits[project.branches[ref]]
     if ref in commits:
         return commits[ref]
+    if ref in project.tags:
+        return commits[project.tags[ref]]
+    if ref in project.branches:
+        return commits[project.branches[ref]]
     if len(ref) >= 7:
         return next((c for sha, c in commits.items() if sha.startswith(ref)), None)
     return None

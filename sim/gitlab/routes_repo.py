@@ -5,6 +5,7 @@ from __future__ import annotations
 from . import protection, render, repo
 from .errors import ApiError, bad_request, forbidden, not_found
 from .model import HOOK_FLAGS, Access, Commit, Hook, Project
+from .routes_compare import resolve_ref
 from .routing import Ctx, Reply, router
 
 P = "/projects/{project}"
@@ -17,15 +18,12 @@ def _need(ctx: Ctx, project: Project, level: int) -> None:
 
 
 def _resolve(ctx: Ctx, project: Project, ref: str) -> Commit:
-    """A branch name, full sha or sha prefix, as a commit; 404 otherwise."""
-    commits = ctx.state.commits
-    if ref in project.branches:
-        return commits[project.branches[ref]]
-    if len(ref) >= 7:
-        for sha, commit in commits.items():
-            if sha.startswith(ref):
-                return commit
-    raise not_found("Commit Not Found")
+    """A ref (routes_compare.resolve_ref: a tag before a branch of the same name) as a commit;
+    GitLab's `404 Commit Not Found` otherwise."""
+    commit = resolve_ref(ctx, project, ref)
+    if commit is None:
+        raise not_found("Commit Not Found")
+    return commit
 
 
 @router.route("GET", "/user")

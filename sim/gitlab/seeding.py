@@ -9,9 +9,11 @@ from . import mr_ops, protection
 from .model import (
     HOOK_FLAGS,
     Access,
+    AccessEntry,
     Hook,
     MergeRequest,
     Project,
+    ProtectedBranch,
     User,
 )
 from .state import State
@@ -64,8 +66,12 @@ class SeedingMixin:
         pipelines: bool = True,
         pipeline_must_succeed: bool = True,
         reset_approvals_on_push: bool = False,
+        protect_default: bool = True,
     ) -> Project:
-        """A project whose default branch holds `files` (one initial commit)."""
+        """A project whose default branch holds `files` (one initial commit). The default
+        branch is protected as GitLab's default `default_branch_protection_defaults` ("fully
+        protected": push and merge for Maintainers, no force push) protects it when it is first
+        created; `protect_default=False` is an instance set to "not protected"."""
         with self.lock:
             state = self.state
             project = Project(state.next_id("project"), path, default_branch, state.clock())
@@ -81,7 +87,39 @@ class SeedingMixin:
             project.members.setdefault(root.id, Access.OWNER)
             commit = state.make_commit((), dict(files or {}), "Initial commit", root.id)
             project.branches[default_branch] = commit.sha
-            return project
+        if protect_default:
+            self.protect_branch(project.id, default_branch)
+        return project
+
+    def protect_branch(
+        self,
+        project: ProjectRef,
+        name: str,
+        *,
+        push: Iterable[int | str] = (Access.MAINTAINER,),
+        merge: Iterable[int | str] = (Access.MAINTAINER,),
+        allow_force_push: bool = False,
+    ) -> ProtectedBranch:
+        """Protects a branch or wildcard as someone did in the settings: `push` and `merge` list
+        access levels (0, 30, 40, 60) and usernames (user entries, Premium's kind); replaces a
+        rule of the same name."""
+        with self.lock:
+            p = self._p(project)
+            rule = ProtectedBranch(self.state.next_id("protected_branch", 100), name)
+            rule.allow_force_push = allow_force_push
+            for entries, wanted in ((rule.push, push), (rule.merge, merge)):
+                for item in wanted:
+                    entry = AccessEntry(self.state.next_id("access_level", 1000))
+                    if isinstance(item, str):
+                        entry.user_id = self._u(item).id
+                    else:
+                        entry.access_level = int(item)
+                    entries.append(entry)
+            rule.unprotect.append(
+                AccessEntry(self.state.next_id("access_level", 1000), Access.MAINTAINER)
+            )
+            p.protected_branches[name] = rule
+            return rule
 
     def add_member(self, project: ProjectRef, user: UserRef, access_level: int) -> None:
         """Makes `user` a member with `access_level` (0 removes it)."""
@@ -128,6 +166,17 @@ class SeedingMixin:
                     tree[path] = content
             commit = self.state.push(p, branch, tree, message, self._u(author), start)
             return commit.sha
+
+    def add_tag(self, project: ProjectRef, name: str, ref: str) -> str:
+        """Tags commit `ref` (a sha, tag or branch) as `name`, as someone pushing a tag does;
+        returns the tagged sha."""
+        with self.lock:
+            p = self._p(project)
+            sha = p.branches.get(ref) or p.tags.get(ref) or ref
+            if sha not in self.state.commits:
+                raise KeyError(ref)
+            p.tags[name] = sha
+            return sha
 
     def advance_branch(
         self, project: ProjectRef, branch: str | None = None, files: Mapping[str, str] | None = None

@@ -20,7 +20,7 @@ FILES = {"config/prod.yaml": "replicas: 2\n", "README.md": "config\n"}
 def double() -> Iterator[GitLabDouble]:
     """A project with a `release` branch, a hook to the bot, and an open MR !1 from `change`."""
     d = GitLabDouble(URL)
-    d.add_project(PROJECT, files=FILES)
+    d.add_project(PROJECT, files=FILES, protect_default=False)
     d.add_user("bot", token="bot-token", access={PROJECT: Access.DEVELOPER})
     d.add_user("mallory", token="m-token", access={PROJECT: Access.DEVELOPER})
     d.push(PROJECT, "release", {"RELEASE": "1\n"}, start_branch="main")

@@ -22,7 +22,7 @@ FILES = {"config/prod.yaml": "replicas: 2\n", "README.md": "config\n"}
 def double() -> Iterator[GitLabDouble]:
     """A project and a developer, mounted in-process."""
     d = GitLabDouble(URL)
-    d.add_project(PROJECT, files=FILES)
+    d.add_project(PROJECT, files=FILES, protect_default=False)
     d.add_user("bot", token="bot-token", access={PROJECT: Access.DEVELOPER})
     with d.mocked(URL):
         yield d
@@ -140,7 +140,7 @@ def test_missing_parameter_is_400(double: GitLabDouble) -> None:
 def test_compare_through_the_real_server() -> None:
     """The same answer over HTTP from the threaded server (the e2e stack's transport)."""
     d = GitLabDouble(URL)
-    d.add_project(PROJECT, files=FILES)
+    d.add_project(PROJECT, files=FILES, protect_default=False)
     d.add_user("bot", token="bot-token", access={PROJECT: Access.DEVELOPER})
     d.push(PROJECT, "change", {"a.txt": "a\n"}, start_branch="main")
     with d.serve() as base:

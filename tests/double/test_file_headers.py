@@ -29,7 +29,9 @@ PROD_SHA256 = "e3e28ba0ad9ff6f4205af6251eb1639148ee162e2552b6819b251d59235d92dd"
 def double() -> Iterator[GitLabDouble]:
     """A project with two files and the bot as a developer, mounted in-process."""
     d = GitLabDouble(URL)
-    d.add_project(PROJECT, files={"config/prod.yaml": PROD, "README.md": "config\n"})
+    d.add_project(
+        PROJECT, files={"config/prod.yaml": PROD, "README.md": "config\n"}, protect_default=False
+    )
     d.add_user("bot", token=TOKEN, access={PROJECT: Access.DEVELOPER})
     with d.mocked(URL):
         yield d

@@ -22,7 +22,9 @@ TOKEN = "bot-token"
 def double() -> Iterator[GitLabDouble]:
     """A project with one file and the bot as a developer, mounted in-process."""
     d = GitLabDouble(URL)
-    d.add_project("platform/config", files={"config/prod.yaml": "replicas: 1\n"})
+    d.add_project(
+        "platform/config", files={"config/prod.yaml": "replicas: 1\n"}, protect_default=False
+    )
     d.add_user("bot", token=TOKEN, access={"platform/config": Access.DEVELOPER})
     with d.mocked(URL):
         yield d

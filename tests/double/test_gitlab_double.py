@@ -27,7 +27,7 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 def double() -> GitLabDouble:
     """A double with one project needing one approval, and users of every kind."""
     d = GitLabDouble(URL)
-    d.add_project(PROJECT, files=FILES, required_approvals=1)
+    d.add_project(PROJECT, files=FILES, required_approvals=1, protect_default=False)
     d.add_user("bot", token="bot-token", access={PROJECT: Access.DEVELOPER})
     d.add_user("alice", token="alice-token", access={PROJECT: Access.MAINTAINER})
     d.add_user("rita", token="rita-token", access={PROJECT: Access.REPORTER})
@@ -142,7 +142,7 @@ def test_mr_read_fields(double: GitLabDouble, project: GlProject) -> None:
 
 def test_fork_mr_has_different_source_project(double: GitLabDouble, project: GlProject) -> None:
     """An MR from a fork names the fork as source project and the target as target project."""
-    fork = double.add_project("alice/config", files=FILES)
+    fork = double.add_project("alice/config", files=FILES, protect_default=False)
     iid = double.open_mr(PROJECT, "fix", author="bot", source_project=fork, files={"a": "1"}).iid
     mr = project.mergerequests.get(iid)
     assert (mr.source_project_id, mr.target_project_id) == (fork.id, project.id)

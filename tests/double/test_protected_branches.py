@@ -23,7 +23,7 @@ TOKENS = {"author": "author-token", "alice": "alice-token", "dev": "dev-token"}
 def double() -> Iterator[GitLabDouble]:
     """A project; the bot's author account and alice as Maintainers, dev as a Developer."""
     d = GitLabDouble(URL)
-    d.add_project(PROJECT, files={"config/prod.yaml": "replicas: 2\n"})
+    d.add_project(PROJECT, files={"config/prod.yaml": "replicas: 2\n"}, protect_default=False)
     d.add_user("author", token=TOKENS["author"], access={PROJECT: Access.MAINTAINER})
     d.add_user("alice", token=TOKENS["alice"], access={PROJECT: Access.MAINTAINER})
     d.add_user("dev", token=TOKENS["dev"], access={PROJECT: Access.DEVELOPER})

@@ -36,7 +36,7 @@ def clock() -> Clock:
 def double(clock: Clock) -> GitLabDouble:
     """A fast-forward project, a hook for pipeline and MR events, pipelines of 300 s."""
     d = GitLabDouble(clock=clock)
-    d.add_project(PROJECT, files={"a.txt": "a\n"})
+    d.add_project(PROJECT, files={"a.txt": "a\n"}, protect_default=False)
     d.add_user("bot", token="t", access={PROJECT: Access.DEVELOPER})
     d.project(PROJECT).merge_method = "ff"
     d.add_hook(PROJECT, "http://bot.test/hook", events=["pipeline_events", "merge_requests_events"])
@@ -125,7 +125,7 @@ def test_work_due_together_runs_in_time_order_and_failures_can_be_chosen(
 def test_untimed_by_default(clock: Clock) -> None:
     """Without durations nothing finishes by itself (tests steer pipelines and rebases)."""
     d = GitLabDouble(clock=clock)
-    d.add_project(PROJECT, files={"a.txt": "a\n"})
+    d.add_project(PROJECT, files={"a.txt": "a\n"}, protect_default=False)
     d.add_user("bot", token="t", access={PROJECT: Access.DEVELOPER})
     d.open_mr(PROJECT, "change-1", author="bot", files={"b.txt": "b\n"})
     clock.advance(10_000)

@@ -42,7 +42,7 @@ def clock() -> Clock:
 def double(clock: Clock) -> GitLabDouble:
     """A Premium project with merge trains on, one approval needed, a bot and a maintainer."""
     d = GitLabDouble(URL, clock=clock)
-    d.add_project(PROJECT, files={"a.txt": "a\n"}, required_approvals=1)
+    d.add_project(PROJECT, files={"a.txt": "a\n"}, required_approvals=1, protect_default=False)
     d.add_user("bot", token="bot-token", access={PROJECT: Access.DEVELOPER})
     d.add_user("alice", token="alice-token", access={PROJECT: Access.MAINTAINER})
     d.add_user("rita", token="rita-token", access={PROJECT: Access.REPORTER})
@@ -113,7 +113,7 @@ def test_project_shows_merge_trains_only_with_merged_results_pipelines(
     double.project(PROJECT).merge_pipelines_enabled = False
     body = call("GET", "").json()
     assert (body["merge_pipelines_enabled"], body["merge_trains_enabled"]) == (False, False)
-    double.add_project("platform/other")
+    double.add_project("platform/other", protect_default=False)
     other = requests.get(
         f"{API}/projects/platform%2Fother", headers={"PRIVATE-TOKEN": "bot-token"}, timeout=5
     ).json()

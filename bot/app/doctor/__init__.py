@@ -13,6 +13,7 @@ project); `checklist.py` holds the `Check` they return.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 
 from bot.app.doctor.accounts import check_distinct, check_gitlab, check_token
@@ -33,6 +34,7 @@ from bot.app.doctor.services import (
     check_queue,
 )
 from bot.app.hooks import receiver_url
+from bot.core.redact import redact
 from bot.services import Services
 from bot.store.hooks import named_targets
 
@@ -49,7 +51,16 @@ def targets_of(services: Services, database_ok: bool) -> dict[str, list[str]]:
 
 
 def run(services: Services, now: datetime) -> list[Check]:
-    """Every check, in the order a setup is done."""
+    """Every check, in the order a setup is done, with no credential in what it says (URLs'
+    passwords and every configured secret masked: the output is pasted into tickets)."""
+    secrets = services.settings.secrets()
+    return [
+        replace(check, detail=redact(check.detail, secrets), fix=redact(check.fix, secrets))
+        for check in _checks(services, now)
+    ]
+
+
+def _checks(services: Services, now: datetime) -> list[Check]:
     settings = services.settings
     clients = services.require_clients()
     database = check_database(services)

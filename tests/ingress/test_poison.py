@@ -351,3 +351,43 @@ def test_an_outage_of_gitlab_spends_no_attempt(
     down = False
     assert inbox_job.process(inbox_id) == "ignored"
     assert row(services, inbox_id).status == "ignored"
+
+
+def test_an_outage_outlasting_the_transient_window_quarantines_with_the_reason(
+    services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A delivery whose GitLab read keeps answering 5xx is retried only for
+    GITOPS_INBOX_TRANSIENT_WINDOW after it was received: then it is quarantined, saying which
+    failure kept it, counted, and the sweep never enqueues it again."""
+    from bot.gitlab import GitLabUnavailable
+
+    def down(*args: object, **kw: object) -> None:
+        raise GitLabUnavailable("GitLab answered 502")
+
+    monkeypatch.setattr(inbox_app, "route", down)
+    inbox_id = store_received(services, mr_body())
+    with pytest.raises(GitLabUnavailable):
+        inbox_job.process(inbox_id)  # inside the window: given back, retried
+    assert row(services, inbox_id).status == "received"
+    window = services.settings.inbox_transient_window
+    with services.engine.begin() as conn:
+        conn.execute(
+            INBOX.update()
+            .where(INBOX.c.id == inbox_id)
+            .values(received_at=utcnow() - timedelta(seconds=window + 1))
+        )
+    before = REGISTRY.get_sample_value(
+        "gitops_inbox_transient_quarantined_total", {"source": "gitlab"}
+    )
+    assert inbox_job.process(inbox_id) == "quarantined"
+    stored = row(services, inbox_id)
+    assert stored.status == "quarantined"
+    assert f"still failing {window} s after it was received" in stored.reason
+    assert "502" in stored.reason
+    after = REGISTRY.get_sample_value(
+        "gitops_inbox_transient_quarantined_total", {"source": "gitlab"}
+    )
+    assert (after or 0) == (before or 0) + 1
+    requeued(services)
+    run_sweep(services, utcnow())
+    assert requeued(services) == []  # the sweep never enqueues it again

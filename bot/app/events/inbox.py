@@ -33,6 +33,12 @@ FAILED_ATTEMPTS = Counter(
     "GITOPS_INBOX_MAX_ATTEMPTS), by source.",
     ["source"],
 )
+TRANSIENT_QUARANTINED = Counter(
+    "gitops_inbox_transient_quarantined_total",
+    "Stored deliveries quarantined because another system's trouble (GitLab or the approval "
+    "system answering 5xx, timing out) outlasted GITOPS_INBOX_TRANSIENT_WINDOW, by source.",
+    ["source"],
+)
 TO_TRANSITION = Histogram(
     "gitops_webhook_to_transition_seconds",
     "Time from receiving a delivery to the transition it made (its processing committed), by "
@@ -103,9 +109,18 @@ def _process_row(services: Services, inbox_id: int) -> str:
         return "quarantined"
     except TransientError as exc:
         # GitLab or the approval system is down: not this delivery's fault, no attempt spent;
-        # the sweep enqueues it again, and it is handled once they answer
+        # the sweep enqueues it again, and it is handled once they answer -- for a bounded
+        # time (GITOPS_INBOX_TRANSIENT_WINDOW from its receipt), then quarantined with why
         FAILED_ATTEMPTS.labels(attempt.source).inc()
-        inbox.give_back_attempt(engine, inbox_id, f"{type(exc).__name__}: {exc}")
+        error = f"{type(exc).__name__}: {exc}"
+        window = services.settings.inbox_transient_window
+        if (utcnow() - attempt.received_at).total_seconds() >= window:
+            reason = f"still failing {window} s after it was received, on: {error}"
+            inbox.mark(engine, inbox_id, "quarantined", reason)
+            TRANSIENT_QUARANTINED.labels(attempt.source).inc()
+            log.warning("delivery quarantined: %s", reason, extra={"inbox_id": inbox_id})
+            return "quarantined"
+        inbox.give_back_attempt(engine, inbox_id, error)
         raise
     except Exception as exc:
         FAILED_ATTEMPTS.labels(attempt.source).inc()

@@ -100,7 +100,7 @@ class ChangeIdentity:
         return {f.path: f for f in self.files}
 
     def ext(self) -> dict[str, Any]:
-        """`ext.change` of the approval request (DESIGN §12)."""
+        """`ext.change` of the approval request (docs/approval-protocol.md)."""
         out: dict[str, Any] = {
             "project": self.project,
             "target_branch": self.target_branch,
@@ -111,15 +111,14 @@ class ChangeIdentity:
             out["head_sha"] = self.head_sha
         return out
 
-    def summary(self, limit: int = 50) -> str:
-        """What approvers read: the target, the files and (MR-first) the head, as plain lines."""
+    def summary(self) -> str:
+        """What approvers read: the target, every file (never a first few: what an approval
+        approves is all of them) and (MR-first) the head, as plain lines."""
         lines = [
             f"Target: {self.project} branch {self.target_branch}",
-            f"Files ({len(self.files)}):",
-            *(f"- {f.action} {f.path}" for f in self.files[:limit]),
+            f"Files ({len(self.files)}, every one listed):",
+            *(f"- {f.action} {f.path}" for f in self.files),
         ]
-        if len(self.files) > limit:
-            lines.append(f"- and {len(self.files) - limit} more")
         if self.head_sha:
             lines.append(f"Head commit: {self.head_sha}")
         lines.append(f"Change digest: sha256:{self.digest}")

@@ -25,6 +25,26 @@ def _counts(entry: Mapping[str, Any]) -> str:
     return f" (+{added} -{removed})"
 
 
+def files_shown(preview: Mapping[str, Any]) -> str | None:
+    """How many of the change's files the counts and the diff cover, when not all ("55 files:
+    line counts and diff for the first 50, the other 5 listed without"); None: all."""
+    files = [e for e in preview.get("files", []) if isinstance(e, Mapping)]
+    counted = sum(1 for e in files if e.get("added") is not None)
+    if counted == len(files):
+        return None
+    return (
+        f"{len(files)} files: line counts and diff for the first {counted}, the other "
+        f"{len(files) - counted} listed without"
+    )
+
+
+def coverage(preview: Mapping[str, Any]) -> str | None:
+    """How much of the change the preview shows, said outright (files_shown, and whether the
+    diff is cut short); None when it shows every file whole."""
+    parts = [files_shown(preview), "the diff is cut short" if preview.get("truncated") else None]
+    return "; ".join(part for part in parts if part) or None
+
+
 def preview_markdown(preview: Mapping[str, Any] | None, mr_url: str | None) -> Markup | None:
     """The preview section's Markdown; None when the change has none (yet)."""
     if not preview or not preview.get("files"):
@@ -45,6 +65,9 @@ def preview_markdown(preview: Mapping[str, Any] | None, mr_url: str | None) -> M
         + Markup(_counts(e))
         for e in files
     ]
+    shown = files_shown(preview)
+    if shown is not None:
+        lines += ["", Markup("_Partial preview: ") + md_escape(shown) + Markup("._")]
     block = quote_block(str(preview.get("diff") or ""), info="diff")
     if block:
         lines += ["", Markup("<details><summary>Diff</summary>"), "", Markup(block), ""]

@@ -37,6 +37,7 @@ from typing import Any
 
 from bot.app.checks.files import ChangedFile
 from bot.core.inert import show_hidden
+from bot.render.preview import coverage
 
 #: The diff shown is cut past this many lines...
 MAX_DIFF_LINES = 200
@@ -293,14 +294,17 @@ def diffstat(preview: Mapping[str, Any]) -> list[str]:
 
 
 def preview_summary(preview: Mapping[str, Any], mr_url: str | None) -> list[str]:
-    """The approval request's preview paragraphs: the diffstat, then the diff (plain text, cut
-    like the status comment's, with where the whole of it is)."""
+    """The approval request's preview paragraphs: how much it shows, the diffstat (every file),
+    then the diff (plain text, cut like the status comment's, with where the whole of it is)."""
     if not preview.get("files"):
         return []
     out = ["Preview (lines added and removed):\n" + "\n".join(diffstat(preview))]
+    shown = coverage(preview)
+    if shown is not None:
+        where = f": {mr_url.rstrip('/')}/diffs" if mr_url else " once its merge request exists"
+        out.insert(
+            0, f"This preview is partial ({shown}); the whole change is on the merge request{where}"
+        )
     if preview.get("diff"):
         out.append("Diff:\n" + show_hidden(str(preview["diff"])))
-    if preview.get("truncated"):
-        where = f": {mr_url.rstrip('/')}/diffs" if mr_url else " once its merge request exists"
-        out.append(f"The diff is cut short; the whole of it is on the merge request{where}")
     return out

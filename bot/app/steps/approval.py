@@ -16,6 +16,7 @@ from bot.app.steps.waits import drive_in
 from bot.approval import ApprovalCallback, ApprovalRequest, Decision
 from bot.core.events import Event
 from bot.core.states import Flow, Step
+from bot.render.change_text import approval_description, approval_line
 
 
 def submit_approval(ctx: StepContext) -> bool:
@@ -31,12 +32,12 @@ def submit_approval(ctx: StepContext) -> bool:
     preview = checked_preview(ctx, project, identity)
     if preview is None:
         return True  # a file fails its validators: CREATE_FAILED, nobody is asked to approve
-    summary = "\n\n".join((identity.summary(), *preview_summary(preview, op.mr_url)))
+    summary = [identity.summary(), *preview_summary(preview, op.mr_url)]
     request = ApprovalRequest(
         operation_id=op.id,
-        title=op.title,
-        description=f"{op.description}\n\n{summary}".strip(),
-        applicant=op.requested_by,
+        title=approval_line(op.title),
+        description=approval_description(summary, op.description),
+        applicant=approval_line(op.requested_by),
         callback_url=f"{settings.public_url}/webhooks/approval",
         mr_iid=op.mr_iid if op.flow is Flow.MR_FIRST else None,
         project=op.project,

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bot.core.callbacks import parse_allowed
+from bot.core.redact import mask_credentials
 
 #: The embedded default's database when GITOPS_DATABASE_URL is unset.
 EMBEDDED_DATABASE_URL = "sqlite:///gitops-bot.sqlite3"
@@ -144,6 +145,12 @@ class Settings:
     api_token: str = field(default="", repr=False)
     public_url: str = "http://127.0.0.1:8000"
     allowed_paths: tuple[str, ...] = ()
+    #: the branches changes may target (names or globs such as `release/*`); each must also be
+    #: protected on GitLab; empty: only each project's default branch
+    target_branches: tuple[str, ...] = ()
+    #: how many of the approver accounts approve each change (None: every one of them); a
+    #: repository's policy file may ask for more, never fewer
+    approvals_required: int | None = None
     #: whether each managed repository's `.gitops/bot.yml` is read when a change starts (on by
     #: default: one GitLab read per change; off: the environment's settings apply to every
     #: project, and the file stays a protected path)
@@ -178,6 +185,9 @@ class Settings:
     max_body_bytes: int = 1_048_576
     #: times a stored delivery may fail processing before it is quarantined with its last error
     inbox_max_attempts: int = 5
+    #: seconds a stored delivery is retried while GitLab or the approval system fails (their
+    #: trouble spends no attempt) before it is quarantined with the last error
+    inbox_transient_window: int = 6 * 3600
     #: failed tries of one outbox row (any failure) before it is dead: never tried again until
     #: an operator retries it; a refusal (4xx, an unexpected error) ends it after at most 8
     outbox_max_attempts: int = 30
@@ -196,6 +206,32 @@ class Settings:
     #: the port on which `gitops-bot worker` answers /metrics with what it counts (steps,
     #: deliveries, outbox sends, approval calls); unset: none (one port per worker process)
     worker_metrics_port: int | None = None
+
+    def __repr__(self) -> str:
+        """The settings without a secret: secret fields left out, URLs' credentials masked."""
+        shown = []
+        for name, spec in self.__dataclass_fields__.items():
+            if not spec.repr:
+                continue
+            value = getattr(self, name)
+            text = mask_credentials(value) if isinstance(value, str) else value
+            shown.append(f"{name}={text!r}")
+        return f"Settings({', '.join(shown)})"
+
+    def secrets(self) -> tuple[str, ...]:
+        """Every secret value configured (tokens, shared secrets, URL passwords): what is never
+        printed (bot/core/redact.py `redact`)."""
+        values = [
+            self.gitlab_token,
+            *self.approver_tokens,
+            self.webhook_secret,
+            self.approval_secret,
+            self.deploy_secret,
+            *self.deploy_secrets.values(),
+            self.api_token,
+            self.callback_secret,
+        ]
+        return tuple(v for v in values if v)
 
     @property
     def lease_seconds(self) -> int:
@@ -243,6 +279,8 @@ class Settings:
             api_token=env.get("GITOPS_API_TOKEN", ""),
             public_url=env.get("GITOPS_PUBLIC_URL", cls.public_url).rstrip("/"),
             allowed_paths=_csv(env.get("GITOPS_ALLOWED_PATHS")),
+            target_branches=_csv(env.get("GITOPS_TARGET_BRANCHES")),
+            approvals_required=_approvals_required(env),
             policy_files=_choice(env, "GITOPS_POLICY_FILES", ("on", "off"), "on") == "on",
             dashboard_header=env.get("GITOPS_DASHBOARD_HEADER", "").strip(),
             projects=_csv(env.get("GITOPS_PROJECTS")),
@@ -268,12 +306,29 @@ class Settings:
             inbox_max_attempts=_positive_int(
                 env, "GITOPS_INBOX_MAX_ATTEMPTS", cls.inbox_max_attempts, "attempts"
             ),
+            inbox_transient_window=_positive_int(
+                env, "GITOPS_INBOX_TRANSIENT_WINDOW", cls.inbox_transient_window
+            ),
             reply_window=_positive_int(env, "GITOPS_REPLY_WINDOW", cls.reply_window),
             callback_hosts=_callback_hosts(env.get("GITOPS_CALLBACK_HOSTS")),
             callback_secret=env.get("GITOPS_CALLBACK_SECRET", ""),
             logs=LogSettings.from_env(env),
             worker_metrics_port=_optional_port(env, "GITOPS_WORKER_METRICS_PORT"),
         )
+
+
+def _approvals_required(env: Mapping[str, str]) -> int | None:
+    """GITOPS_APPROVALS_REQUIRED: a positive count, at most the approver accounts; None unset."""
+    if not env.get("GITOPS_APPROVALS_REQUIRED", "").strip():
+        return None
+    value = _positive_int(env, "GITOPS_APPROVALS_REQUIRED", 1, "approvals")
+    accounts = len(_csv(env.get("GITOPS_APPROVER_TOKENS")))
+    if value > accounts:
+        raise ValueError(
+            f"GITOPS_APPROVALS_REQUIRED ({value}) is more than the {accounts} approver accounts "
+            "of GITOPS_APPROVER_TOKENS"
+        )
+    return value
 
 
 def _callback_hosts(value: str | None) -> tuple[str, ...]:

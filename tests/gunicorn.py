@@ -86,3 +86,17 @@ def web_process(settings: dict[str, str]) -> Iterator[WebProcess]:
         proc.wait(timeout=30)
         reader.join(timeout=10)
         stderr.close()
+
+
+@contextlib.contextmanager
+def served_gitlab(project: str = "platform/config") -> Iterator[dict[str, str]]:
+    """A GitLab double on a free local port holding `project` (its default branch protected,
+    as GitLab does) with the author bot a Maintainer: the settings that point a web process at
+    it. A submission's target branch is read from GitLab before anything is recorded."""
+    from sim.gitlab import GitLabDouble
+
+    double = GitLabDouble("http://gitlab.local", mode="new")
+    double.add_project(project, files={"config/prod.yaml": "replicas: 1\n"})
+    double.add_user("gitops-bot", token="served-author-token", access={project: 40})
+    with double.serve() as url:
+        yield {"GITOPS_GITLAB_URL": url, "GITOPS_GITLAB_TOKEN": "served-author-token"}

@@ -160,7 +160,12 @@ def _operator_action(refused: Reply = REFUSED_MOVE) -> dict[int, Reply]:
             "policy file, and the policy file's `paths.protected`; allowed only when the "
             "allowed paths name them), `policy_invalid` (with `problems`: the target branch's "
             "`.gitops/bot.yml` cannot be used, each problem as `file:line:col: message`; "
-            "nothing recorded), `callback_not_allowed` (with `field`: the callback_url's host "
+            "nothing recorded), `project_not_found` (GitLab shows the bot no such project), "
+            "`target_branch_not_found` or `target_branch_not_allowed` (with "
+            "`field`: the target branch does not exist, is not protected, or is not one "
+            "GITOPS_TARGET_BRANCHES -- unset: the project's default branch -- and the policy "
+            "file's `target_branches` allow; nothing recorded), `callback_not_allowed` (with "
+            "`field`: the callback_url's host "
             "is not in GITOPS_CALLBACK_HOSTS, or the bot has no GITOPS_CALLBACK_SECRET) or "
             "`idempotency_key_reused` (with `operation_id`). The allowed paths are the policy "
             "file's `paths.allowed`, else GITOPS_ALLOWED_PATHS.",
@@ -206,7 +211,6 @@ def create_change() -> tuple[Response, int]:
             **callbacks,
         }
         change = validated(ChangeRequest, body, context=context)
-    rules = recorded.policy
     new = NewRequest(
         subject_id=change.subject_id,
         target_key=change.target_key,
@@ -214,7 +218,7 @@ def create_change() -> tuple[Response, int]:
         target_branch=change.target_branch,
         title=change.title,
         requested_by=change.requested_by,
-        flow=policy.flow(rules, Flow(get_flag(services.engine, "workflow.order"))),
+        flow=Flow(get_flag(services.engine, "workflow.order")),
         description=change.description or "",
         files=change.file_changes(),
         idempotency_key=key,
@@ -233,17 +237,16 @@ def create_change() -> tuple[Response, int]:
 
 
 def _policy_at_start(services: Services, project: str, branch: str) -> policy.Recorded:
-    """The project's policy file at the target branch's head, or the API's refusal: 422
-    `policy_invalid` naming file:line:col, 503 while GitLab cannot be read."""
+    """The target branch resolved and allowed, and the project's policy file at its head
+    commit, or the API's refusal: 422 `target_branch_not_found` / `target_branch_not_allowed`
+    naming why, `policy_invalid` naming file:line:col; 503 while GitLab cannot be read."""
     try:
         return policy.read_at_start(services, project, branch)
     except policy.PolicyInvalid as exc:
-        raise ApiError(
-            422,
-            "policy_invalid",
-            f"the project's policy file refuses new changes: {exc.first}",
-            problems=exc.problems,
-        ) from None
+        raise ApiError(422, exc.code, exc.reason, problems=exc.problems) from None
+    except policy.TargetRefused as exc:
+        where = "project" if exc.code == "project_not_found" else "target_branch"
+        raise ApiError(422, exc.code, exc.reason, field=where) from None
     except GitLabError as exc:
         raise ApiError(
             503, "gitlab_unavailable", f"the project's policy file could not be read: {exc}"

@@ -15,7 +15,6 @@ import logging
 import uuid
 from datetime import datetime, timedelta
 
-from bot.app import policy
 from bot.config import Settings
 from bot.core.states import BindingState
 from bot.queueing import DRIVE_JOB, QueueUnavailable
@@ -40,19 +39,12 @@ def queue_recheck(settings: Settings) -> float:
 
 def wait_turn(services: Services, op: OperationRow, now: datetime) -> bool:
     """True when the merging step may go on: the operation is its line's head, is paused on
-    its own pipeline (pending), is in no line, or its recorded policy turns the queue off.
+    its own pipeline (pending), or is in no line (a policy file cannot turn the queue off).
     Otherwise it waits in line: no GitLab call, a deadline queue_recheck() away for the sweep,
     and False."""
     if op.state is not BindingState.MERGING:
         return True
     where = line.place(services.engine, op.id)
-    if where is not None and policy.of(op).merge_queue.enabled is False:
-        # its policy file turns the merge queue off: out of the line (as for a merge train),
-        # and whoever it held up goes ahead
-        line.drop(services.engine, op.id)
-        if where.is_head:
-            move_up(services, where.project, where.target_branch, now)
-        return True
     if where is None or op.step in line.PAUSED_STEPS:
         return True
     line.mark_turn(services.engine, op.id, now, head=where.is_head)

@@ -45,10 +45,11 @@ PROTECTED_PATHS: tuple[str, ...] = (
     "CODEOWNERS",
     "docs/CODEOWNERS",
     ".gitattributes",
-    ".gitops/bot.yml",
+    ".gitops/",
 )
-#: The protected entries a Maintainer may change (besides a policy file's `paths.protected`).
-MAINTAINER_PATHS: tuple[str, ...] = (".gitops/bot.yml",)
+#: The protected entries a Maintainer may change (besides a policy file's `paths.protected`):
+#: the bot's own directory, its policy file and anything kept beside it.
+MAINTAINER_PATHS: tuple[str, ...] = (".gitops/",)
 #: The allowed paths when GITOPS_ALLOWED_PATHS and a policy file share none: a prefix no safe
 #: path lies under (a `..` segment), which names why in the refusal.
 NOTHING_ALLOWED = "(none: GITOPS_ALLOWED_PATHS and the policy file share no path)/.."

@@ -101,20 +101,22 @@ def _our_commit(project: Project, branch: str, operation_id: str) -> str | None:
 
 
 def _actions(
-    project: Project, target_branch: str, files: Sequence[Mapping[str, str]]
+    project: Project,
+    base: str,
+    files: Sequence[Mapping[str, str]],
+    known: Mapping[str, bool],
 ) -> list[dict[str, str]]:
-    """Commit actions: create or update (does the file exist on the target?), or delete."""
+    """Commit actions: create or update (does the file exist at `base`, the commit the branch
+    starts from? `known` says for the paths the caller read there: a commit never changes), or
+    delete."""
     actions: list[dict[str, str]] = []
     for spec in files:
         path = spec.get("path") or ""
         if not path:
             raise ValueError("every file of a change needs a path")
-        file_path = f"{project.path}/repository/files/{quote(path, safe='')}"
-        try:
-            head(project.gl, file_path, what=f"check {path}", query={"ref": target_branch})
-            exists = True
-        except NotFound:
-            exists = False
+        exists = known.get(path)
+        if exists is None:
+            exists = _exists(project, path, base)
         if spec.get("action") == "delete":
             if exists:  # deleting what is already gone would fail the whole commit
                 actions.append({"action": "delete", "file_path": path})
@@ -127,6 +129,16 @@ def _actions(
             action["encoding"] = spec["encoding"]
         actions.append(action)
     return actions
+
+
+def _exists(project: Project, path: str, base: str) -> bool:
+    """Whether commit `base` holds `path` (one HEAD)."""
+    file_path = f"{project.path}/repository/files/{quote(path, safe='')}"
+    try:
+        head(project.gl, file_path, what=f"check {path}", query={"ref": base})
+    except NotFound:
+        return False
+    return True
 
 
 def _find_mr(project: Project, branch: str) -> MrView | None:
@@ -152,17 +164,18 @@ def _commit(
     project: Project,
     branch: str,
     operation_id: str,
-    target: str,
+    start_sha: str,
     actions: list[dict[str, str]],
     title: str,
 ) -> tuple[str, bool]:
-    """Creates the branch from `target` with our one commit (a single call); its sha, and True
-    when GitLab's answer to our write gave it (False: found again after a lost answer)."""
+    """Creates the branch from commit `start_sha` with our one commit (a single call; the
+    commits API's `start_sha`, lib/api/commits.rb); its sha, and True when GitLab's answer to
+    our write gave it (False: found again after a lost answer)."""
     message = commit_message(title, operation_id)
     ensure_inert(message, markdown=False)
     data = {
         "branch": branch,
-        "start_branch": target,
+        "start_sha": start_sha,
         "commit_message": message,
         "actions": actions,
     }
@@ -201,13 +214,18 @@ def create_change(
     *,
     operation_id: str,
     target_branch: str,
+    start_sha: str,
     files: Sequence[Mapping[str, str]],
     title: str,
     description: str,
     labels: Sequence[str] = (),
     fresh: bool = False,
+    known: Mapping[str, bool] | None = None,
 ) -> ChangeRef:
     """Makes (or finds again) the branch, the one commit and the MR of an operation's change.
+    The branch starts from `start_sha`, the target branch's head commit resolved when the change
+    started (never the branch's name: a tag of that name would shadow it); `known` says which
+    paths exist at that commit where the caller read them (the others cost a HEAD each).
 
     `fresh`: no earlier run of this operation can have written anything, and the branch is
     named from the operation id, so nothing else writes it: neither the branch nor an MR is
@@ -235,10 +253,10 @@ def create_change(
     created = wrote = False
     sha = None if fresh else _our_commit(project, branch, operation_id)
     if sha is None:
-        actions = _actions(project, target_branch, files)
+        actions = _actions(project, start_sha, files, known or {})
         if not actions:
             raise ValueError("the change has no file to create, update or delete")
-        sha, wrote = _commit(project, branch, operation_id, target_branch, actions, title)
+        sha, wrote = _commit(project, branch, operation_id, start_sha, actions, title)
         created = True
         if fresh and not wrote:
             mr = _find_mr(project, branch)  # the branch was there before this run: so may an MR

@@ -62,9 +62,12 @@ _FORBID = ConfigDict(extra="forbid", frozen=True)
 # inner type (the schema shows them as JSON Schema keywords) and runs the check before them all
 PathEntry = Annotated[str, Field(min_length=1, max_length=1024), _STRING]
 PositiveInt = Annotated[int, Field(gt=0), _INTEGER]
-Tier = Annotated[
-    tuple[PositiveInt, PositiveInt], Field(description="[interval_seconds, polls]"), _ARRAY
-]
+#: A poll interval: at most a day (the server's own tiers bound it further, bot/policy/tighten.py).
+Interval = Annotated[int, Field(gt=0, le=86_400), _INTEGER]
+#: How many polls one tier makes.
+Polls = Annotated[int, Field(gt=0, le=10_000), _INTEGER]
+Tier = Annotated[tuple[Interval, Polls], Field(description="[interval_seconds, polls]"), _ARRAY]
+BranchEntry = Annotated[str, Field(min_length=1, max_length=255), _STRING]
 Tiers = Annotated[list[Tier], Field(min_length=1, max_length=20), _ARRAY]
 AccessName = Annotated[Literal["guest", "reporter", "developer", "maintainer", "owner"], _STRING]
 
@@ -94,7 +97,8 @@ class Validator(BaseModel):
 
 
 class Workflow(BaseModel):
-    """The step order of changes submitted through the API."""
+    """The step order is the operator's (the `workflow.order` flag): a file that sets it is
+    refused (bot/policy/tighten.py); the key stays in the schema to say so by name."""
 
     model_config = _FORBID
     order: Annotated[Flow, _STRING] | None = None
@@ -108,7 +112,8 @@ class Commands(BaseModel):
 
 
 class Approvals(BaseModel):
-    """Who approves (GitLab usernames among the configured approver accounts) and how many."""
+    """Who approves (GitLab usernames among the configured approver accounts) and how many: never
+    fewer than the server requires (GITOPS_APPROVALS_REQUIRED, else every approver account)."""
 
     model_config = _FORBID
     approvers: (
@@ -131,14 +136,14 @@ class Poll(BaseModel):
 
 
 class Deploy(BaseModel):
-    """How long the deployment of a merged change may take."""
+    """How long the deployment of a merged change may take (at most GITOPS_DEPLOY_TIMEOUT)."""
 
     model_config = _FORBID
     timeout: Annotated[int, Field(gt=0, le=7 * 86400), _INTEGER] | None = None
 
 
 class MergeQueue(BaseModel):
-    """Whether merges go through the bot's merge queue."""
+    """Whether merges go through the bot's merge queue: always (`false` is refused)."""
 
     model_config = _FORBID
     enabled: Annotated[bool, _BOOLEAN] | None = None
@@ -150,6 +155,13 @@ class Policy(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, title="gitops-bot policy file")
     version: Annotated[Literal[1], _INTEGER] = 1
     paths: Paths = Field(default_factory=Paths)
+    target_branches: Annotated[list[BranchEntry], Field(min_length=1, max_length=100), _ARRAY] | (
+        None
+    ) = Field(
+        default=None,
+        description="Branch names or globs (`release/*`) changes may target: narrows "
+        "GITOPS_TARGET_BRANCHES (a branch must be allowed by both, and protected on GitLab).",
+    )
     rules: Annotated[list[Validator], _ARRAY] = Field(
         default_factory=list, alias="validators", max_length=100
     )

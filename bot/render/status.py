@@ -147,10 +147,10 @@ def _timeline_row(entry: TimelineEntry) -> dict[str, Any]:
 
 def _policy_line(view: StatusView, policy_files: bool = True) -> Markup:
     """Which repository policy the change follows: the file at the commit it was read at, or
-    the environment's settings, and why (no file on the target branch, or policy files off)."""
-    if view.policy_sha is None:
-        if not policy_files:
-            return Markup("defaults (the environment's settings: policy files are off)")
+    the environment's settings, and why (policy files off, or no file at that commit)."""
+    if not policy_files and not view.policy_file:
+        return Markup("defaults (the environment's settings: policy files are off)")
+    if view.policy_sha is None:  # started before the target's head was always recorded
         return Markup(
             "defaults (the environment's settings: the target branch has no `.gitops/bot.yml`)"
         )

@@ -10,6 +10,7 @@ from sqlalchemy import select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import SQLAlchemyError
 
 from bot.core.commands import ACCESS_NAMES, DEFAULT_AUTHOR_MAY, DEFAULT_MIN_ACCESS, Verb
 from bot.core.states import Flow
@@ -81,6 +82,25 @@ def all_flags(engine: Engine) -> dict[str, Any]:
     with engine.connect() as conn:
         stored = {row.key: row.value for row in conn.execute(select(_flags.c.key, _flags.c.value))}
     return {key: stored.get(key, default) for key, default in DEFAULTS.items()}
+
+
+class FlagsUnreadable(Exception):
+    """The flags of a database could not be read (unreachable, not migrated); says which."""
+
+
+def stored_flags(url: str) -> dict[str, Any]:
+    """Every flag of the database at `url` (defaults filled in), read once and let go, for a
+    command that opens no database otherwise; FlagsUnreadable naming the database and why."""
+    from bot.store.engine import make_engine  # a command may run without any database
+
+    engine = make_engine(url)
+    try:
+        return all_flags(engine)
+    except SQLAlchemyError as exc:
+        where = engine.url.render_as_string(hide_password=True)
+        raise FlagsUnreadable(f"{where} could not be read: {type(exc).__name__}") from None
+    finally:
+        engine.dispose()
 
 
 def flag_rows(engine: Engine) -> list[tuple[str, Any, datetime | None]]:

@@ -173,6 +173,15 @@ def label_set(engine: Engine, operation_id: str) -> str | None:
         ).scalar_one_or_none()
 
 
+def preview_of(engine: Engine, operation_id: str) -> dict[str, Any] | None:
+    """The change's preview as recorded before its approval (None: none was)."""
+    with engine.connect() as conn:
+        value = conn.execute(
+            select(OPERATIONS.c.preview).where(OPERATIONS.c.id == operation_id)
+        ).scalar_one_or_none()
+    return dict(value) if isinstance(value, dict) else None
+
+
 def note_pipeline_hook(engine: Engine, project_id: int, mr_iid: int, now: datetime) -> None:
     """Records that a pipeline webhook for this MR arrived (the first time only): GitLab's hooks
     reach the bot for it, so its pipeline waits may poll as a fallback only. One UPDATE."""

@@ -31,6 +31,10 @@ FILES: list[dict[str, str]] = [
 ]
 
 
+#: The target branch's head commit when the change started: the bot's branch starts there.
+BASE = "b" * 40
+
+
 @pytest.fixture
 def rsps() -> Iterator[responses.RequestsMock]:
     """The mocked GitLab of one test."""
@@ -42,6 +46,7 @@ def _create(**kw: Any) -> ChangeRef:
     args: dict[str, Any] = {
         "operation_id": OP,
         "target_branch": "main",
+        "start_sha": BASE,
         "files": FILES,
         "title": "Change app config",
         "description": "Requested via the portal",
@@ -65,8 +70,13 @@ def _no_mr(rsps: responses.RequestsMock) -> None:
 
 
 def _files_lookup(rsps: responses.RequestsMock) -> None:
-    rsps.add(responses.HEAD, f"{P}/repository/files/apps%2Fweb%2Fvalues.yaml", status=404)
-    rsps.add(responses.HEAD, f"{P}/repository/files/apps%2Fapi%2Fvalues.yaml", status=200)
+    at_base = [matchers.query_param_matcher({"ref": BASE})]  # the commit the branch starts from
+    rsps.add(
+        responses.HEAD, f"{P}/repository/files/apps%2Fweb%2Fvalues.yaml", status=404, match=at_base
+    )
+    rsps.add(
+        responses.HEAD, f"{P}/repository/files/apps%2Fapi%2Fvalues.yaml", status=200, match=at_base
+    )
 
 
 def _commit_ok(rsps: responses.RequestsMock) -> None:
@@ -79,7 +89,7 @@ def _commit_ok(rsps: responses.RequestsMock) -> None:
             matchers.json_params_matcher(
                 {
                     "branch": "gitops/op-1",
-                    "start_branch": "main",
+                    "start_sha": BASE,
                     "commit_message": TRAILER_MSG,
                     "actions": [
                         {
@@ -371,3 +381,16 @@ def test_delete_branch_refuses_other_branches(rsps: responses.RequestsMock) -> N
     with pytest.raises(ValueError, match="not a gitops/ branch"):
         delete_branch(account().project(42), "main")
     assert len(rsps.calls) == 0
+
+
+def test_paths_known_at_the_base_commit_cost_no_lookup(rsps: responses.RequestsMock) -> None:
+    """The caller read both files at the base commit (the preview): no HEAD per file, the same
+    create and update actions (a commit never changes, so what was read there still holds)."""
+    _no_mr(rsps)
+    rsps.add(responses.GET, BRANCH_URL, status=404, json={"message": "404 Branch Not Found"})
+    _commit_ok(rsps)
+    _mr_ok(rsps)
+    known = {"apps/web/values.yaml": False, "apps/api/values.yaml": True}
+    ref = _create(known=known)
+    assert ref.commit_sha == SHA
+    assert not [c for c in rsps.calls if c.request.method == "HEAD"]

@@ -8,6 +8,7 @@ import pytest
 
 from bot.gitlab import BranchNotOurs, ChangeRef, create_change
 from bot.gitlab.changes import branch_name, commit_message
+from bot.gitlab.policy_file import read_branch
 from sim.gitlab import GitLabDouble
 from tests.adapters.test_gitlab_policy_file import PROJECT, double, project
 
@@ -20,12 +21,18 @@ FILES = [
 ]
 
 
-def create(*, fresh: bool) -> ChangeRef:
+def main_head() -> str:
+    """main's head commit as the author bot reads it (the commit a change starts from)."""
+    return read_branch(project(), "main").sha
+
+
+def create(*, fresh: bool, base: str | None = None) -> ChangeRef:
     """The operation's change, as the create step makes it."""
     return create_change(
         project(),
         operation_id=OP,
         target_branch="main",
+        start_sha=base or main_head(),
         files=FILES,
         title="Scale up",
         description="",
@@ -55,8 +62,9 @@ def our_commit_left(double: GitLabDouble) -> str:
 def test_a_fresh_run_writes_without_reading_its_branch_or_mrs(double: GitLabDouble) -> None:
     """One existence check per file, the commit (which makes the branch), the MR: four calls,
     no read of the branch nor of the MR list; the commit is the one this run wrote."""
+    base = main_head()
     start = len(double.calls)
-    ref = create(fresh=True)
+    ref = create(fresh=True, base=base)
     assert calls_since(double, start) == [
         "HEAD repository/files/config/prod.yaml",
         "HEAD repository/files/config/new.yaml",

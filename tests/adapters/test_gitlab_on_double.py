@@ -56,6 +56,7 @@ def change(double: GitLabDouble) -> int:
         author,
         operation_id=OP,
         target_branch="main",
+        start_sha=double.project("platform/config").branches["main"],
         files=FILES,
         title="Scale up",
         description="",

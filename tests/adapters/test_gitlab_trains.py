@@ -45,7 +45,12 @@ def double() -> Iterator[GitLabDouble]:
     """A Premium project with merge trains on and one approval needed; the author bot (it
     merges), an approver; mounted on responses."""
     gl = GitLabDouble(URL, mode="new")
-    gl.add_project(PROJECT, files={"config/prod.yaml": "replicas: 1\n"}, required_approvals=1)
+    gl.add_project(
+        PROJECT,
+        files={"config/prod.yaml": "replicas: 1\n"},
+        required_approvals=1,
+        protect_default=False,
+    )
     gl.add_user("gitops-bot", token="author-token", access={PROJECT: Access.DEVELOPER})
     gl.add_user("approver-1", token="approver-1-token", access={PROJECT: Access.MAINTAINER})
     gl.set_merge_trains(PROJECT)

@@ -40,7 +40,7 @@ from schemathesis.schemas import APIOperation
 from sqlalchemy.engine import Engine
 
 from tests.e2e.figures import record
-from tests.gunicorn import WebProcess, web_process
+from tests.gunicorn import WebProcess, served_gitlab, web_process
 
 log = logging.getLogger(__name__)
 
@@ -66,19 +66,22 @@ _METHODS = ("get", "put", "post", "delete", "patch", "head", "options", "trace")
 
 @pytest.fixture
 def live(db: Engine) -> Iterator[WebProcess]:
-    """The Procfile's web process on the suite's database, with a bearer token and secrets."""
-    with web_process(
-        {
-            "GITOPS_DATABASE_URL": db.url.render_as_string(hide_password=False),
-            "GITOPS_API_TOKEN": TOKEN,
-            "GITOPS_WEBHOOK_SECRET": "schemathesis-hook-secret",
-            # no GitLab here: the repositories' policy files are not read (the environment's
-            # settings apply), as tests/api's in-process app without GitLab clients does
-            "GITOPS_POLICY_FILES": "off",
-            "WEB_CONCURRENCY": "1",
-            "GITOPS_WEB_THREADS": "2",
-        }
-    ) as web:
+    """The Procfile's web process on the suite's database, with a bearer token and secrets, and
+    a GitLab double to read target branches from (most generated projects do not exist there:
+    422 `project_not_found`, as documented)."""
+    with (
+        served_gitlab() as gitlab,
+        web_process(
+            {
+                "GITOPS_DATABASE_URL": db.url.render_as_string(hide_password=False),
+                "GITOPS_API_TOKEN": TOKEN,
+                "GITOPS_WEBHOOK_SECRET": "schemathesis-hook-secret",
+                **gitlab,
+                "WEB_CONCURRENCY": "1",
+                "GITOPS_WEB_THREADS": "2",
+            }
+        ) as web,
+    ):
         yield web
 
 

@@ -20,12 +20,28 @@ def invoke(*args: str) -> tuple[int, str]:
 
 
 def test_a_valid_file_is_ok(tmp_path: Path) -> None:
-    """A valid file exits 0 and says what it sets."""
+    """A valid file exits 0 and says what it sets, and which server values it was held to."""
     file = tmp_path / "bot.yml"
-    file.write_text("version: 1\nworkflow: {order: mr_first}\npaths: {allowed: [config/]}\n")
+    file.write_text("version: 1\ndeploy: {timeout: 600}\npaths: {allowed: [config/]}\n")
     code, out = invoke("policy", "check", str(file))
     assert code == 0
-    assert out.strip() == f"{file}: ok: version 1; sets paths, workflow"
+    assert out.strip() == (
+        f"{file}: ok: version 1; sets deploy, paths (held to GITOPS_* and the flags' defaults)"
+    )
+
+
+def test_a_loosening_key_fails_the_check_naming_it(tmp_path: Path) -> None:
+    """The step order, the queue off and a week of deploy timeout: each a file:line:col line
+    naming the key, exit 1 (the server's 3,600 s comes from GITOPS_DEPLOY_TIMEOUT's default)."""
+    file = tmp_path / "bot.yml"
+    file.write_text(
+        "workflow: {order: mr_first}\nmerge_queue: {enabled: false}\ndeploy: {timeout: 604800}\n"
+    )
+    code, out = invoke("policy", "check", str(file))
+    assert code == 1
+    keys = [line.split(": ")[1] for line in out.strip().splitlines()]
+    assert keys == ["workflow.order", "merge_queue.enabled", "deploy.timeout"]
+    assert "longer than the server's GITOPS_DEPLOY_TIMEOUT (3600 s)" in out
 
 
 def test_the_default_file_is_read_from_the_working_directory(

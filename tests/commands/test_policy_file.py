@@ -96,7 +96,7 @@ def test_a_path_the_file_protects_needs_a_maintainer(bot: Bot) -> None:
 
 def test_the_status_comment_names_the_policy_commit(bot: Bot) -> None:
     """The change's status comment says which policy commit it follows."""
-    head = policy(bot, "workflow: {order: mr_first}\n")
+    head = policy(bot, "deploy: {timeout: 900}\n")
     iid = person_mr(bot)
     say(bot, AUTHOR, "/gitops apply", iid)
     flush_outbox(bot)
@@ -105,19 +105,18 @@ def test_the_status_comment_names_the_policy_commit(bot: Bot) -> None:
 
 
 def test_without_a_policy_file_the_status_comment_says_the_defaults_apply(bot: Bot) -> None:
-    """No `.gitops/bot.yml` on the target branch: one read (no read of the branch), no policy
-    commit recorded, and the status comment says why the environment's settings apply."""
+    """No `.gitops/bot.yml` on the target branch: the branch read once for its head commit (the
+    one the change starts from, recorded), the file looked for there, no policy recorded, and
+    the status comment says the environment's settings apply at that commit."""
+    head = bot.gitlab.project(PROJECT).branches["main"]
     iid = person_mr(bot)
     say(bot, AUTHOR, "/gitops apply", iid)
     flush_outbox(bot)
     [op] = operations_of(bot, iid)
-    assert (op["policy_sha"], op["policy"]) == (None, None)
-    assert bot.gitlab.count("GET", path_endswith="/repository/branches/main") == 0
+    assert (op["policy_sha"], op["policy"]) == (head, None)
+    assert bot.gitlab.count("GET", path_endswith="/repository/branches/main") == 1
     [status] = [b for b in bot_notes(bot, iid) if "gitops-bot:reply:" not in b]
-    assert (
-        "- **Policy:** defaults (the environment's settings: the target branch has no "
-        "`.gitops/bot.yml`)" in status
-    )
+    assert f"- **Policy:** defaults (no `.gitops/bot.yml` at `{head[:7]}`)" in status
 
 
 # -- a Maintainer's /gitops apply is bound to the head the Maintainer applied at ---------------
@@ -252,10 +251,12 @@ def test_the_check_before_merging_holds_the_maintainer_to_the_approved_head(bot:
 
 def applied_policy_edit(bot: Bot) -> tuple[int, str]:
     """A Maintainer-applied MR editing .gitops/bot.yml (MR first), carried to VALIDATED; its
-    iid and the policy main had before."""
-    before = "paths: {allowed: [config/]}\nworkflow: {order: mr_first}\n"
+    iid and the policy main had before. The operator's `workflow.order` flag is MR first, so
+    the revert opens its MR before approval."""
+    set_flag(bot.services.engine, "workflow.order", "mr_first")
+    before = "paths: {allowed: [config/]}\ndeploy: {timeout: 900}\n"
     policy(bot, before)
-    edit = "paths: {allowed: [config/, apps/]}\nworkflow: {order: mr_first}\n"
+    edit = "paths: {allowed: [config/, apps/]}\ndeploy: {timeout: 900}\n"
     iid = person_mr(bot, files={".gitops/bot.yml": edit})
     say(bot, MAINTAINER, "/gitops apply", iid)
     [op] = operations_of(bot, iid)
@@ -322,8 +323,9 @@ def to_merged(bot: Bot, op_id: str) -> None:
 
 
 def test_the_files_command_levels_never_go_below_the_environments(bot: Bot) -> None:
-    """`apply: guest` in the file let a Guest apply (the default is Developer); a lower level
-    does not count: the Guest is refused, the MR's Developer author still may."""
+    """`apply: guest` in the file let a Guest apply (the default is Developer); now a file
+    lowering a level is refused naming the key: the Guest and Reporter are refused by the
+    environment's levels, and the Developer author too, with the file's line and column."""
     policy(bot, "commands:\n  min_access: {apply: guest, status: guest}\n")
     iid = person_mr(bot)
     for user in ("gus", "rita"):  # a Guest and a Reporter
@@ -331,8 +333,11 @@ def test_the_files_command_levels_never_go_below_the_environments(bot: Bot) -> N
         assert awards(bot, iid, note.id) == ["no_entry_sign"], user
     assert operations_of(bot, iid) == []
     assert "apply needs Developer or higher; you have Guest" in replies(bot, iid)[0]
-    accepted = say(bot, AUTHOR, "/gitops apply", iid)
-    assert awards(bot, iid, accepted.id) == ["eyes"]
+    refused = say(bot, AUTHOR, "/gitops apply", iid)
+    assert awards(bot, iid, refused.id) == ["no_entry_sign"]
+    assert operations_of(bot, iid) == []
+    reply = replies(bot, iid)[-1]
+    assert "bot.yml:2:23: commands.min\\_access.apply: guest is below the server's level" in reply
 
 
 def test_the_files_command_levels_stay_above_the_flags(bot: Bot) -> None:
@@ -368,3 +373,29 @@ def test_a_path_the_file_protects_is_not_opened_to_a_maintainer(
         [reply] = replies(bot, iid)
         assert f"`{path}`: {why}" in reply
         assert operations_of(bot, iid) == []
+
+
+def test_apply_on_an_mr_into_an_unprotected_branch_is_refused(bot: Bot) -> None:
+    """The issue's attack by comment: a branch holding a policy and a CI file of a Developer's,
+    an MR into it, and `/gitops apply`: refused (the target is not a protected branch), nothing
+    started, the policy on that branch never read as the change's."""
+    bot.gitlab.push(
+        PROJECT,
+        "attack",
+        {
+            ".gitops/bot.yml": "approvals: {approvers: []}\n",
+            ".gitlab-ci.yml": "x:\n  script: [id]\n",
+        },
+    )
+    iid = bot.gitlab.open_mr(
+        PROJECT,
+        "feature",
+        author=AUTHOR,
+        target_branch="attack",
+        files={"config/prod.yaml": "a: 1\n"},
+    ).iid
+    note = say(bot, AUTHOR, "/gitops apply", iid)
+    assert awards(bot, iid, note.id) == ["no_entry_sign"]
+    assert operations_of(bot, iid) == []
+    [reply] = replies(bot, iid)
+    assert "not a protected branch" in reply

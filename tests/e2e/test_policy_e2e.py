@@ -1,9 +1,12 @@
 """Each repository's `.gitops/bot.yml` on the Procfile's processes (policy files on, the
 default): two projects with different policy files, one change each, in the same run. The
-config repository allows `config/` only and opens the MR first; the apps repository allows
-`apps/` only and asks approval first. The same path is refused in one with its reason and
-accepted in the other; each accepted change takes its own project's order to VALIDATED, and its
-status comment names the policy commit it follows."""
+config repository allows `config/` only, the apps repository `apps/` only; the operator's order
+flag is MR first for the first submission and approval first for the second (a policy file
+cannot set it). The same path is refused in one with its reason and accepted in the other; each
+accepted change takes its order to VALIDATED, and its status comment names the policy commit it
+follows. Then the issue's attacks through the real processes: a target branch of a Developer's
+own holding a CI file and a policy, a tag named like the target branch, and a policy file that
+would loosen the operator's values."""
 
 from __future__ import annotations
 
@@ -21,10 +24,15 @@ pytestmark = pytest.mark.e2e
 
 APPS = "platform/apps"
 POLICY = ".gitops/bot.yml"
-#: PROJECT's policy: config/ only, the MR first (the order flag says approval first)
-CONFIG_POLICY = "version: 1\npaths:\n  allowed: [config/]\nworkflow:\n  order: mr_first\n"
-#: APPS's policy: apps/ only, approval first
-APPS_POLICY = "version: 1\npaths:\n  allowed: [apps/]\nworkflow:\n  order: approve_first\n"
+#: PROJECT's policy: config/ only
+CONFIG_POLICY = "version: 1\npaths:\n  allowed: [config/]\ndeploy: {timeout: 900}\n"
+#: APPS's policy: apps/ only
+APPS_POLICY = "version: 1\npaths:\n  allowed: [apps/]\n"
+#: a Developer's branch: a CI file that would run with the project's secrets, a loosening policy
+HOSTILE = {
+    ".gitlab-ci.yml": "steal:\n  script: [env]\n",
+    POLICY: "approvals: {approvers: []}\nmerge_queue: {enabled: false}\n",
+}
 #: the path both are asked to change
 SAME = "apps/web.yaml"
 
@@ -48,8 +56,8 @@ def test_two_projects_follow_their_own_policy_files(world: World) -> None:
     assert "config/" in body["detail"], body
     assert world.api("GET", "/changes").json()["changes"] == []  # nothing recorded
 
-    ours = world.submit(subject="prod", project=PROJECT, path="config/prod.yaml")
-    theirs = world.submit(subject="web", project=APPS, path=SAME)
+    ours = world.submit(Flow.MR_FIRST, subject="prod", project=PROJECT, path="config/prod.yaml")
+    theirs = world.submit(Flow.APPROVE_FIRST, subject="web", project=APPS, path=SAME)
     for op_id, project, flow in (
         (ours, PROJECT, Flow.MR_FIRST),
         (theirs, APPS, Flow.APPROVE_FIRST),
@@ -79,5 +87,41 @@ def test_two_projects_follow_their_own_policy_files(world: World) -> None:
         for c in world.gitlab.calls[calls_before:]
         if c.method == "GET" and c.path.endswith(f"/repository/files/{POLICY}")
     ]
-    assert len(reads) == 3  # one read per submission, the refused one included
+    assert len(reads) == 3  # one read per submission (at main's head), the refused one included
     record("policy files: two projects, one change each -> VALIDATED", time.monotonic() - started)
+
+
+def test_the_issues_attacks_are_refused_by_the_real_processes(world: World) -> None:
+    """A target branch of a Developer's own (its CI file, a policy with no approver and the
+    queue off): 422 `target_branch_not_allowed`, nothing recorded, no bot branch, no pipeline.
+    The same policy on main: 422 `policy_invalid` naming both keys. A tag `main` on the
+    attacker's commit: the change follows main's own policy and its branch starts from main's
+    head, and reaches VALIDATED without ever holding the tagged content."""
+    started = time.monotonic()
+    evil = world.gitlab.push(PROJECT, "attack", HOSTILE)
+    pipelines = len(world.gitlab.project(PROJECT).pipelines)
+    answer = world.submit_answer(Flow.APPROVE_FIRST, subject="a", branch="attack")
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["error"] == "target_branch_not_allowed"
+    assert "not a protected branch" in answer.json()["detail"]
+    assert len(world.gitlab.project(PROJECT).pipelines) == pipelines  # nothing ran for it
+
+    world.gitlab.add_tag(PROJECT, "main", evil)
+    head = world.gitlab.project(PROJECT).branches["main"]
+    op_id = world.submit(Flow.APPROVE_FIRST, subject="b")
+    assert world.op(op_id)["policy_sha"] == head
+    world.wait_state(op_id, S.VALIDATED)
+    branch = world.mr(op_id).source_branch
+    assert branch.startswith("gitops/")
+    merged = world.gitlab.project(PROJECT).branches["main"]
+    assert ".gitlab-ci.yml" not in world.gitlab.state.commits[merged].tree
+    assert world.gitlab.file(PROJECT, POLICY) is None
+
+    world.gitlab.push(PROJECT, "main", {POLICY: HOSTILE[POLICY]})
+    loosening = world.submit_answer(Flow.APPROVE_FIRST, subject="c")
+    body = loosening.json()
+    assert (loosening.status_code, body["error"]) == (422, "policy_invalid"), body
+    keys = sorted(problem.split(": ")[1] for problem in body["problems"])
+    assert keys == ["approvals.approvers", "merge_queue.enabled"]
+    assert [c["operation_id"] for c in world.api("GET", "/changes").json()["changes"]] == [op_id]
+    record("attacks: hostile target, tag shadow, loosening policy", time.monotonic() - started)

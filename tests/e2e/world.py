@@ -219,6 +219,7 @@ class World(CommandViews):
         key: str | None = None,
         project: str = PROJECT,
         path: str | None = None,
+        branch: str = "main",
     ) -> requests.Response:
         """What the REST API answers a change writing `path` (default `config/<subject>.yaml`)
         in `project`, the order flag set first when `flow` is given."""
@@ -231,7 +232,7 @@ class World(CommandViews):
             "subject_id": subject,
             "target_key": path,
             "project": project,
-            "target_branch": "main",
+            "target_branch": branch,
             "title": f"Scale {subject}",
             "requested_by": "alice",
             "files": [{"path": path, "content": content or "replicas: 3\n"}],

@@ -28,7 +28,7 @@ from bot.config import Settings
 from bot.store.engine import make_engine
 from bot.store.models import INBOX, OPERATIONS
 from tests.api import change_body
-from tests.gunicorn import web_process
+from tests.gunicorn import served_gitlab, web_process
 from tests.ingress.conftest import fixture_body
 
 pytestmark = pytest.mark.e2e
@@ -108,7 +108,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         "GITOPS_POLICY_FILES": "off",
     }
     try:
-        with web_process(settings) as web:
+        with served_gitlab() as gitlab, web_process({**settings, **gitlab}) as web:
             yield Server(web.port, engine, web.log, runtime)
     finally:
         engine.dispose()

@@ -11,14 +11,19 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.app.policy import command_rules, loosening, parse_checked
+from bot.app.policy import command_rules, limits_from, loosening, parse_checked
 from bot.app.steps.paths import MOVED, UNBOUND, maintainer_authority
+from bot.config import Settings
 from bot.core.commands import DEVELOPER, GUEST, MAINTAINER, Verb
 from bot.core.path_policy import NOTHING_ALLOWED, narrowed, refused_paths, unlocks
 from bot.core.paths import UnsafePath, normalise_path
 from bot.core.states import BindingState, Flow, Step
-from bot.policy import PolicyError, parse_policy
+from bot.policy import POLICY_PATH, PolicyError, parse_policy
+from bot.store.flags import DEFAULTS
 from bot.store.operations import OperationRow
+
+#: The server's values with the default settings and flags.
+LIMITS = limits_from(Settings(), DEFAULTS)
 
 #: A person's MR applied by a Maintainer at head "a"*40 (MR first, no files of its own).
 APPLIED = OperationRow(
@@ -126,9 +131,9 @@ def test_a_path_is_under_the_narrowed_paths_exactly_when_both_allow_it(
         ("CODEOWNERS", "CODEOWNERS"),
         ("docs/CODEOWNERS", "docs/CODEOWNERS"),
         (".gitattributes", ".gitattributes"),
-        (".gitops/bot.yml", ".gitops/bot.yml"),
+        (".gitops/bot.yml", ".gitops/"),
         ("docs/", None),
-        (".gitops/", None),
+        (".gitops/", ".gitops/"),
         ("config/.gitlab-ci.yml", None),
         ("/", None),
     ],
@@ -185,7 +190,7 @@ def test_the_policy_file_is_a_maintainers_and_a_lost_authority_says_why() -> Non
     Maintainer's authority does not cover it is refused with that reason."""
     assert refused_paths([".gitops/bot.yml"], allowed=("config/",), maintainer=True) == []
     [lost] = refused_paths([".gitops/bot.yml"], allowed=("config/",), maintainer_lost=MOVED)
-    assert lost.reason == f"is a protected path (.gitops/bot.yml); {MOVED}"
+    assert lost.reason == f"is a protected path (.gitops/); {MOVED}"
 
 
 # -- the file, command levels, the Maintainer's head ----------------------------------------------
@@ -197,10 +202,14 @@ def test_parse_checked_refuses_what_parse_policy_accepts() -> None:
     text = "paths:\n  allowed:\n    - config/\n    - .gitlab/ci/\n"
     assert parse_policy(text).paths.allowed == ["config/", ".gitlab/ci/"]
     with pytest.raises(PolicyError) as caught:
-        parse_checked(text)
+        parse_checked(text, POLICY_PATH, LIMITS)
     assert (caught.value.line, caught.value.column) == (4, 7)
-    assert loosening(b"paths: {allowed: [config/]}\n", parse_policy("{}")) == []
-    assert parse_checked("paths: {allowed: [config/]}\n").paths.allowed == ["config/"]
+    assert (
+        loosening(b"paths: {allowed: [config/]}\n", parse_policy("{}"), POLICY_PATH, LIMITS) == []
+    )
+    assert parse_checked("paths: {allowed: [config/]}\n", POLICY_PATH, LIMITS).paths.allowed == [
+        "config/"
+    ]
 
 
 def test_command_levels_only_go_up() -> None:

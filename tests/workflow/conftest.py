@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import fakeredis
 import pytest
@@ -33,3 +34,18 @@ def bot(db: Engine, redis: Redis) -> Iterator[Bot]:
         bot = Bot(db, redis, rsps)
         yield bot
         bot.close()
+
+
+@pytest.fixture
+def make_bot(db: Engine, redis: Redis) -> Iterator[Callable[..., Bot]]:
+    """Makes the bot with settings of the test's own (at most one per test)."""
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
+        made: list[Bot] = []
+
+        def make(**settings: Any) -> Bot:
+            made.append(Bot(db, redis, rsps, **settings))
+            return made[-1]
+
+        yield make
+        for bot in made:
+            bot.close()

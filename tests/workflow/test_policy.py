@@ -1,7 +1,7 @@
-"""Each repository's `.gitops/bot.yml`, read at the target branch's head when an API change
-starts: two projects with different files are held to different paths and step orders in one
-run, a broken file refuses with its line and column, and a change in flight keeps the policy it
-started with."""
+"""Each repository's `.gitops/bot.yml`, read at the target branch's head commit when an API
+change starts: two projects with different files are held to different paths in one run (the
+step order is the operator's flag), a broken or loosening file refuses with its line and column,
+and a change in flight keeps the policy it started with."""
 
 from __future__ import annotations
 
@@ -16,16 +16,17 @@ from werkzeug.test import TestResponse
 from bot.core.states import BindingState as S
 from bot.core.states import Flow, Step
 from bot.store import queue
+from bot.store.flags import set_flag
 from bot.store.models import OPERATIONS, utcnow
 from tests.builders import operation
 from tests.workflow.harness import PROJECT, SECRETS, Bot
 
 AUTH = {"Authorization": "Bearer api-token"}
 OTHER = "platform/apps"
-#: PROJECT's policy: config/ only, the MR first
-CONFIG_MR_FIRST = "version: 1\npaths:\n  allowed: [config/]\nworkflow:\n  order: mr_first\n"
-#: OTHER's policy: apps/ only, approval first
-APPS_APPROVE_FIRST = "paths: {allowed: [apps/]}\nworkflow: {order: approve_first}\n"
+#: PROJECT's policy: config/ only
+CONFIG_ONLY = "version: 1\npaths:\n  allowed: [config/]\n"
+#: OTHER's policy: apps/ only
+APPS_ONLY = "paths: {allowed: [apps/]}\n"
 
 
 def submit(bot: Bot, project: str, path: str, subject: str = "svc") -> TestResponse:
@@ -59,21 +60,21 @@ def second_project(bot: Bot, policy: str | None) -> None:
 
 
 def test_two_projects_with_different_policies_in_one_run(bot: Bot) -> None:
-    """PROJECT allows config/ and opens the MR first; OTHER allows apps/ and asks approval
-    first: each change follows its own project's file, and records the commit it was read at."""
-    bot.gitlab.push(PROJECT, "main", {".gitops/bot.yml": CONFIG_MR_FIRST})
-    second_project(bot, APPS_APPROVE_FIRST)
+    """PROJECT allows config/, OTHER apps/: each change follows its own project's file and
+    records the commit it was read at; the operator's order flag, MR first for the first
+    submission and approval first for the second, decides each one's order."""
+    bot.gitlab.push(PROJECT, "main", {".gitops/bot.yml": CONFIG_ONLY})
+    second_project(bot, APPS_ONLY)
+    set_flag(bot.services.engine, "workflow.order", "mr_first")
     ours = accepted(bot, submit(bot, PROJECT, "config/prod.yaml"))
+    set_flag(bot.services.engine, "workflow.order", "approve_first")
     theirs = accepted(bot, submit(bot, OTHER, "apps/web.yaml"))
     for project, path in ((PROJECT, "apps/web.yaml"), (OTHER, "config/prod.yaml")):
         refused = submit(bot, project, path, subject="elsewhere")
         assert (refused.status_code, refused.get_json()["error"]) == (422, "invalid_path")
     assert operation(bot.services.engine, ours)["flow"] is Flow.MR_FIRST
     assert operation(bot.services.engine, theirs)["flow"] is Flow.APPROVE_FIRST
-    assert operation(bot.services.engine, ours)["policy"] == {
-        "paths": {"allowed": ["config/"]},
-        "workflow": {"order": "mr_first"},
-    }
+    assert operation(bot.services.engine, ours)["policy"] == {"paths": {"allowed": ["config/"]}}
     bot.settle()
     assert bot.gitlab.project(PROJECT).mrs != {}  # the MR first
     assert bot.gitlab.project(OTHER).mrs == {}  # approval first: no MR yet
@@ -86,26 +87,25 @@ def test_two_projects_with_different_policies_in_one_run(bot: Bot) -> None:
 
 def test_no_policy_file_means_the_environment_and_is_recorded_as_such(bot: Bot) -> None:
     """Without the file the flag's order and GITOPS_ALLOWED_PATHS (unset: any safe path) apply;
-    no policy commit is recorded (GitLab's `404 File Not Found` says the branch is there, so
-    its head is not read), the policy is null, and the status comment says the defaults apply
-    because the target branch has no `.gitops/bot.yml`."""
+    the target's head commit is recorded (the branch read once: the file was looked for there),
+    and the policy is null."""
+    head = bot.gitlab.branch_head(PROJECT, "main")
     op_id = accepted(bot, submit(bot, PROJECT, "apps/web.yaml"))
     op = operation(bot.services.engine, op_id)
-    assert (op["policy_sha"], op["policy"], op["flow"]) == (None, None, Flow.APPROVE_FIRST)
-    assert bot.gitlab.count("GET", path_endswith="/repository/branches/main") == 0
-    assert (
-        bot.client.get(f"/api/v1/changes/{op_id}", headers=AUTH).get_json()["policy_commit"] is None
-    )
+    assert (op["policy_sha"], op["policy"], op["flow"]) == (head, None, Flow.APPROVE_FIRST)
+    assert bot.gitlab.count("GET", path_endswith="/repository/branches/main") == 1
+    view = bot.client.get(f"/api/v1/changes/{op_id}", headers=AUTH).get_json()
+    assert view["policy_commit"] == head
 
 
 def test_a_broken_policy_refuses_new_changes_naming_line_and_column(bot: Bot) -> None:
     """A value the schema refuses: 422 policy_invalid with file:line:col; nothing recorded."""
-    bot.gitlab.push(PROJECT, "main", {".gitops/bot.yml": "version: 1\nworkflow:\n  order: up\n"})
+    bot.gitlab.push(PROJECT, "main", {".gitops/bot.yml": "version: 1\ndeploy:\n  timeout: up\n"})
     answer = submit(bot, PROJECT, "config/prod.yaml")
     body = answer.get_json()
     assert (answer.status_code, body["error"]) == (422, "policy_invalid")
-    assert ".gitops/bot.yml:3:10: workflow.order:" in body["detail"]
-    assert body["problems"][0].startswith(".gitops/bot.yml:3:10: ")
+    assert ".gitops/bot.yml:3:12: deploy.timeout:" in body["detail"]
+    assert body["problems"][0].startswith(".gitops/bot.yml:3:12: ")
     bot.gitlab.push(PROJECT, "main", {".gitops/bot.yml": "paths: {allowed: [config/\n"})
     answer = submit(bot, PROJECT, "config/prod.yaml")
     assert answer.get_json()["detail"].startswith(
@@ -144,17 +144,19 @@ def test_the_policy_file_is_protected_from_api_changes(bot: Bot) -> None:
 
 
 def test_the_files_poll_tiers_and_deploy_timeout_apply_to_its_changes(bot: Bot) -> None:
-    """PROJECT polls its pipelines every 7 s and waits 120 s for the deployment; OTHER, without
-    a file, keeps the flag's first tier (10 s)."""
-    tiers = "poll: {pipeline_tiers: [[7, 3]]}\ndeploy: {timeout: 120}\n"
-    bot.gitlab.push(PROJECT, "main", {".gitops/bot.yml": "workflow: {order: mr_first}\n" + tiers})
-    second_project(bot, "workflow: {order: mr_first}\n")
+    """PROJECT polls its pipelines every 15 s (no more often than the flag's 10 s, stopping
+    sooner) and waits 120 s for the deployment; OTHER, without a file, keeps the flag's first
+    tier (10 s)."""
+    tiers = "poll: {pipeline_tiers: [[15, 3]]}\ndeploy: {timeout: 120}\n"
+    bot.gitlab.push(PROJECT, "main", {".gitops/bot.yml": tiers})
+    second_project(bot, None)
+    set_flag(bot.services.engine, "workflow.order", "mr_first")
     ours = accepted(bot, submit(bot, PROJECT, "config/prod.yaml"))
     theirs = accepted(bot, submit(bot, OTHER, "apps/web.yaml"))
     before = utcnow()
     bot.settle()
     step_timeout = bot.settings.step_timeout
-    for op_id, interval in ((ours, 7), (theirs, 10)):
+    for op_id, interval in ((ours, 15), (theirs, 10)):
         deadline = operation(bot.services.engine, op_id)["deadline_at"].replace(tzinfo=UTC)
         wait = timedelta(seconds=interval + step_timeout)
         assert before + wait <= deadline <= utcnow() + wait
@@ -168,11 +170,12 @@ def test_the_files_poll_tiers_and_deploy_timeout_apply_to_its_changes(bot: Bot) 
     assert merged_at + timedelta(seconds=120) <= deadline <= utcnow() + timedelta(seconds=120)
 
 
-def test_the_files_approver_accounts_are_the_ones_that_approve(bot: Bot) -> None:
-    """`approvals: {approvers: [approver-2], required: 1}`: only approver-2 approves the MR
-    (without a file both configured approval bots do)."""
-    text = "workflow: {order: mr_first}\napprovals: {approvers: [approver-2], required: 1}\n"
-    bot.gitlab.push(PROJECT, "main", {".gitops/bot.yml": text})
+def test_the_files_approver_accounts_are_the_ones_that_approve(make_bot: Any) -> None:
+    """GITOPS_APPROVALS_REQUIRED=1 of two accounts: `approvals: {approvers: [approver-2]}`
+    picks which one, and only approver-2 approves the MR."""
+    bot = make_bot(approvals_required=1)
+    set_flag(bot.services.engine, "workflow.order", "mr_first")
+    bot.gitlab.push(PROJECT, "main", {".gitops/bot.yml": "approvals: {approvers: [approver-2]}\n"})
     op_id = accepted(bot, submit(bot, PROJECT, "config/prod.yaml"))
     bot.settle()
     bot.pass_pipeline(op_id)
@@ -184,11 +187,12 @@ def test_the_files_approver_accounts_are_the_ones_that_approve(bot: Bot) -> None
     assert bot.gitlab.mr(PROJECT, iid).approvals == [bot.gitlab.user("approver-2").id]
 
 
-def test_a_policy_without_the_merge_queue_lets_changes_merge_without_waiting_in_line(
+def test_a_recorded_policy_without_the_merge_queue_still_waits_in_line(
     bot: Bot,
 ) -> None:
-    """`merge_queue: {enabled: false}` recorded on three changes approved together on a
-    fast-forward project: none waits in line; the two behind the first rebase at once."""
+    """`merge_queue: {enabled: false}` recorded on three changes (before such a file was
+    refused) approved together on a fast-forward project: the queue is the operator's, so the
+    first merges and the two behind it wait in line, neither rebasing yet."""
     bot.gitlab.project(PROJECT).merge_method = "ff"
     off = {"merge_queue": {"enabled": False}}
     ops = [
@@ -208,17 +212,23 @@ def test_a_policy_without_the_merge_queue_lets_changes_merge_without_waiting_in_
         bot.pass_pipeline(op_id)
         bot.settle()
     assert bot.state(ops[0]) is S.MERGED
-    for op_id in ops[1:]:
-        assert operation(bot.services.engine, op_id)["step"] == Step.HANDLE_REBASING
-        assert queue.place(bot.services.engine, op_id) is None
+    head, behind = (queue.place(bot.services.engine, op_id) for op_id in ops[1:])
+    assert head is not None
+    assert head.is_head  # the next in line: it rebases now
+    assert behind is not None
+    assert not behind.is_head
+    assert operation(bot.services.engine, ops[2])["step"] != Step.HANDLE_REBASING
 
 
 def test_approvals_the_configured_accounts_cannot_give_fail_the_change_saying_why(
-    bot: Bot,
+    make_bot: Any,
 ) -> None:
-    """The file names an approver account the bot does not have: the change stops with the
-    reason instead of merging with fewer approvals."""
-    text = "workflow: {order: mr_first}\napprovals: {approvers: [someone-else], required: 1}\n"
+    """The file names an approver account the bot does not have (one name, as many as the
+    server requires): the change stops naming the policy file instead of merging with fewer
+    approvals."""
+    bot = make_bot(approvals_required=1)
+    set_flag(bot.services.engine, "workflow.order", "mr_first")
+    text = "approvals: {approvers: [someone-else]}\n"
     bot.gitlab.push(PROJECT, "main", {".gitops/bot.yml": text})
     op_id = accepted(bot, submit(bot, PROJECT, "config/prod.yaml"))
     bot.settle()
@@ -228,7 +238,7 @@ def test_approvals_the_configured_accounts_cannot_give_fail_the_change_saying_wh
     bot.settle()
     op = operation(bot.services.engine, op_id)
     assert bot.state(op_id) is S.HANDLE_FAILED
-    assert "asks for 1 approvals from the approver accounts someone-else" in op["error_detail"]
+    assert "policy file's approvals.approvers (someone-else) matches 0" in op["error_detail"]
     assert bot.gitlab.mr(PROJECT, op["mr_iid"]).approvals == []
 
 
@@ -386,13 +396,9 @@ def test_the_operator_may_still_unlock_a_protected_path(bot: Bot) -> None:
 # -- two projects, different command levels and approvals, in one run -----------------------------
 
 #: PROJECT's policy: only Maintainers apply; one approval, from approver-2
-STRICT = (
-    "workflow: {order: mr_first}\n"
-    "commands:\n  min_access: {apply: maintainer}\n"
-    "approvals: {approvers: [approver-2], required: 1}\n"
-)
+STRICT = "commands:\n  min_access: {apply: maintainer}\napprovals: {approvers: [approver-2]}\n"
 #: OTHER's policy: the default command levels; two approvals
-TWO_APPROVALS = "workflow: {order: mr_first}\napprovals: {required: 2}\n"
+TWO_APPROVALS = "approvals: {required: 2}\n"
 
 
 def comment(bot: Bot, project: str, iid: int, user: str, body: str) -> int:
@@ -433,11 +439,14 @@ def pipeline_passes(bot: Bot, project: str, iid: int) -> None:
     bot.settle()
 
 
-def test_two_projects_with_different_command_levels_and_approvals_in_one_run(bot: Bot) -> None:
-    """PROJECT's file raises `apply` to Maintainer and wants one approval from approver-2;
-    OTHER's keeps the levels and wants two. The same Developer (not the MRs' author) is refused
-    in PROJECT and allowed in OTHER; PROJECT's change merges with approver-2's approval alone,
-    OTHER's with both approver accounts'."""
+def test_two_projects_with_different_command_levels_and_approvals_in_one_run(
+    make_bot: Any,
+) -> None:
+    """GITOPS_APPROVALS_REQUIRED=1: PROJECT's file raises `apply` to Maintainer and picks
+    approver-2 for its one approval; OTHER's keeps the levels and asks for two. The same
+    Developer (not the MRs' author) is refused in PROJECT and allowed in OTHER; PROJECT's change
+    merges with approver-2's approval alone, OTHER's with both approver accounts'."""
+    bot = make_bot(approvals_required=1)
     bot.gitlab.push(PROJECT, "main", {".gitops/bot.yml": STRICT})
     second_project(bot, TWO_APPROVALS)
     for user, level in (("alice", 30), ("dave", 30), ("maria", 40)):

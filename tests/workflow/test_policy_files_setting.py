@@ -18,7 +18,7 @@ from bot.render import load_status, render_status
 from jobs.outbox import dispatch
 from tests.builders import operation
 from tests.workflow.harness import PROJECT, Bot
-from tests.workflow.test_policy import AUTH, CONFIG_MR_FIRST, accepted, submit
+from tests.workflow.test_policy import AUTH, CONFIG_ONLY, accepted, submit
 
 
 @pytest.fixture
@@ -43,20 +43,20 @@ def test_on_by_default_and_off_when_set() -> None:
 
 
 def test_with_policy_files_off_the_file_is_ignored(bot_off: Bot) -> None:
-    """The file allows config/ only and opens the MR first; with `off` a change to apps/ is
-    accepted, follows the flag's order (approval first), records no policy, and the file is
-    never read."""
+    """The file allows config/ only; with `off` a change to apps/ is accepted, follows the
+    flag's order (approval first), records no policy (only the target's head commit, read with
+    the branch), and the file is never read."""
     bot = bot_off
-    bot.gitlab.push(PROJECT, "main", {".gitops/bot.yml": CONFIG_MR_FIRST})
+    head = bot.gitlab.push(PROJECT, "main", {".gitops/bot.yml": CONFIG_ONLY})
     start = len(bot.gitlab.calls)
     op_id = accepted(bot, submit(bot, PROJECT, "apps/web.yaml"))
     op = operation(bot.services.engine, op_id)
-    assert (op["policy_sha"], op["policy"], op["flow"]) == (None, None, Flow.APPROVE_FIRST)
+    assert (op["policy_sha"], op["policy"], op["flow"]) == (head, None, Flow.APPROVE_FIRST)
     bot.settle()
     assert bot.state(op_id) is S.APPROVAL_SENT
     assert bot.gitlab.project(PROJECT).mrs == {}  # approval first: no MR yet
     view = bot.client.get(f"/api/v1/changes/{op_id}", headers=AUTH).get_json()
-    assert view["policy_commit"] is None
+    assert view["policy_commit"] == head
     assert bot.gitlab.count(path_contains=".gitops/bot.yml") == 0
     assert len(bot.gitlab.calls) > start  # the change itself did call GitLab
     status = load_status(bot.services.engine, op_id)

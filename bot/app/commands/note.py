@@ -142,20 +142,20 @@ def _rules(services: Services, rules: Policy) -> Rules:
 
 def _policy_at_start(
     services: Services, facts: MrFacts, verb: Verb
-) -> policy.Recorded | policy.PolicyInvalid | None:
-    """For a verb that starts a change (apply, revert): the policy file at the target branch's
-    head (one GitLab read, with or without the file), or why it cannot be used; None for the
-    other verbs."""
+) -> policy.Recorded | policy.StartRefused | None:
+    """For a verb that starts a change (apply, revert): the target branch resolved and allowed
+    and the policy file at its head commit (two GitLab reads), or why no change may start;
+    None for the other verbs."""
     if verb not in (Verb.APPLY, Verb.REVERT):
         return None
     try:
         return policy.read_at_start(services, facts.project_path, facts.view.target_branch)
-    except policy.PolicyInvalid as exc:
+    except policy.StartRefused as exc:
         return exc
 
 
 def _governing(
-    services: Services, mr: MrRef, start: policy.Recorded | policy.PolicyInvalid | None
+    services: Services, mr: MrRef, start: policy.Recorded | policy.StartRefused | None
 ) -> Policy:
     """The policy deciding who may run the command: the one a new change would start with, else
     the one recorded on the MR's change (never read again), else the defaults."""
@@ -178,7 +178,7 @@ def _decide_and_run(
     mr: MrRef,
     inv: Invocation,
     rules: Rules,
-    start: policy.Recorded | policy.PolicyInvalid | None,
+    start: policy.Recorded | policy.StartRefused | None,
 ) -> CommandVerdict:
     """Checks the commenter's rights as GitLab states them (fail closed), then runs the verb."""
     engine = services.engine
@@ -200,9 +200,8 @@ def _decide_and_run(
             return run.cancel(engine, mr, inv)
         case Verb.APPLY | Verb.REVERT if queue_full(engine, services.queue):
             return run.refuse(engine, mr, inv, f"{QUEUE_FULL}; nothing was started, retry later")
-        case Verb.APPLY | Verb.REVERT if isinstance(start, policy.PolicyInvalid):
-            reason = f"the project's policy file refuses new changes: {start.first}"
-            return run.refuse(engine, mr, inv, reason)
+        case Verb.APPLY | Verb.REVERT if isinstance(start, policy.StartRefused):
+            return run.refuse(engine, mr, inv, start.reason)
         case Verb.APPLY:
             return _apply(services, project, facts, mr, inv, _started(project, note, level, start))
         case Verb.REVERT:
@@ -225,7 +224,7 @@ def _started(
     project: Project,
     note: NoteFacts,
     level: int | None,
-    start: policy.Recorded | policy.PolicyInvalid | None,
+    start: policy.Recorded | policy.StartRefused | None,
 ) -> Start:
     """What a change started by this command records: the policy, and whether a Maintainer
     asked (who may change the policy's protected paths)."""
@@ -312,7 +311,7 @@ def _revert(
         project=original.project,
         target_branch=original.target_branch,
         title=f"Revert: {original.title}"[:255],
-        flow=policy.flow(start.recorded.policy, Flow(get_flag(engine, "workflow.order"))),
+        flow=Flow(get_flag(engine, "workflow.order")),
         requested_by=inv.actor,
         description=(
             f"Reverts operation {original.id} (merge request {mr.subject_id}), "

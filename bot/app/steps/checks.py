@@ -96,18 +96,18 @@ def checked_preview(
         advance(ctx, Event.CHECKS_FAILED, error_detail=str(exc), preview=build_preview(listed, {}))
         return None
     originals: dict[str, str | None] = {}
+    base = op.policy_sha or op.target_branch  # the target's head when the change started
     for file in files[:MAX_READS]:
-        content = read_file(project, file.path, op.target_branch)
+        content = read_file(project, file.path, base)
         if content is None or len(content) <= MAX_READ_BYTES:
             text = _text(content)
             if text != "\x00":
                 originals[file.path] = text
     preview = build_preview(files, originals)
-    schemas_at = op.policy_sha or op.target_branch
 
     @cache
     def read_schema(path: str) -> str | None:
-        text = _text(read_file(project, path, schemas_at))
+        text = _text(read_file(project, path, base))
         return None if text == "\x00" else text
 
     problems = check_files(files, rules_for(policy.of(op)), read_schema)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from bot.app.steps import StepContext
 from bot.app.steps.common import advance
@@ -18,8 +19,9 @@ from bot.core.states import BindingState, Flow
 from bot.errors import CannotProceed
 from bot.gitlab import create_change, read_mr
 from bot.gitlab.compare import TooLargeToCheck
+from bot.gitlab.policy_file import read_branch
 from bot.render.change_text import mr_description
-from bot.store.operations import touch
+from bot.store.operations import preview_of, touch
 
 
 def create_mr(ctx: StepContext) -> bool:
@@ -44,10 +46,15 @@ def create_mr(ctx: StepContext) -> bool:
     if fresh:  # any later run (a crash, a retry) knows an earlier one may have written something
         touch(ctx.services.engine, op.id, progress={**op.progress, "create": True})
     description = mr_description(op.description, op.requested_by, op.id)  # inert: quoted
+    # the commit the change started from (its policy, schemas and CI configuration were read
+    # there); one in flight from before it was recorded starts from the branch's head now
+    base = op.policy_sha or read_branch(project, op.target_branch).sha
     ref = create_change(
         project,
         operation_id=op.id,
         target_branch=op.target_branch,
+        start_sha=base,
+        known=_known(preview_of(ctx.services.engine, op.id)) if op.policy_sha else None,
         files=op.files,
         title=op.title,
         description=description,
@@ -70,6 +77,17 @@ def create_mr(ctx: StepContext) -> bool:
         # the commit this run wrote holds exactly the request's files: its head is verified
         verified_sha=ref.commit_sha if ref.wrote_commit and head == ref.commit_sha else None,
     )
+
+
+def _known(preview: dict[str, Any] | None) -> dict[str, bool]:
+    """Which of the change's paths exist at the commit it starts from, as its preview read them
+    there (`create`: absent, `update`: present; the others were not read)."""
+    files = (preview or {}).get("files") or []
+    return {
+        str(f["path"]): f["action"] == "update"
+        for f in files
+        if isinstance(f, dict) and f.get("action") in ("create", "update")
+    }
 
 
 def poll_pipeline(ctx: StepContext) -> bool:

@@ -78,8 +78,6 @@ class Approve:
 
     sha: str
     progress: dict[str, Any]
-    #: the MR as read before approving (the merge right after the approvals starts from it)
-    mr: MrView | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

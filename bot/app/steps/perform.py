@@ -30,7 +30,7 @@ from bot.app.steps.decisions import (
     StepDecision,
     StopChanged,
 )
-from bot.app.steps.integrity import stop_changed
+from bot.app.steps.integrity import check_mr, stop_changed
 from bot.app.steps.waits import deploy_deadline, drive_in, poll
 from bot.core.events import Event
 from bot.errors import CannotProceed
@@ -43,6 +43,7 @@ from bot.gitlab import (
     approved_by,
     follow_train,
     merge,
+    read_mr,
     rebase,
 )
 from bot.heartbeat import beat
@@ -78,8 +79,8 @@ def perform(ctx: StepContext, decision: StepDecision) -> bool:
             return False
         case StopChanged(verdict):
             return stop_changed(ctx, verdict)
-        case Approve(sha, progress, mr):
-            return _approve(ctx, sha, progress, mr)
+        case Approve(sha, progress):
+            return _approve(ctx, sha, progress)
         case Rebase(sha, progress):
             assert ctx.op.mr_iid is not None
             project = ctx.clients.author.project(ctx.op.gitlab_project)
@@ -141,12 +142,13 @@ def _by_train(ctx: StepContext, sha: str, mr: MrView | None, progress: dict[str,
     return perform(ctx, decide_train_add(op, added, sha, progress))
 
 
-def _approve(ctx: StepContext, sha: str, progress: dict[str, Any], mr: MrView | None) -> bool:
+def _approve(ctx: StepContext, sha: str, progress: dict[str, Any]) -> bool:
     """Approves `sha` as each approval bot that has not (each attempt's outcome decided by
     decide_approve); APPROVALS_GIVEN once all have. The bots are those the recorded policy
     names (`approvals`), else all of them."""
     op = ctx.op
-    assert op.mr_iid is not None
+    iid = op.mr_iid
+    assert iid is not None
     max_retries = int(get_flag(ctx.services.engine, "approval.max_retries"))
     impl = str(get_flag(ctx.services.engine, "approve.impl"))
     # counted in place, as ever: on the same head these are the operation's own lists, so a
@@ -156,18 +158,19 @@ def _approve(ctx: StepContext, sha: str, progress: dict[str, Any], mr: MrView | 
     # one read of the approvals serves every account's read-first check (fail-open)
     try:
         approvers: frozenset[str] | None = frozenset(
-            approved_by(ctx.clients.author.project(op.gitlab_project), op.mr_iid)
+            approved_by(ctx.clients.author.project(op.gitlab_project), iid)
         )
     except GitLabError:
         approvers = None  # each account reads for itself then
-    for account in policy.approver_accounts(ctx.clients.approvers, policy.of(op)):
+    required = ctx.services.settings.approvals_required
+    for account in policy.approver_accounts(ctx.clients.approvers, policy.of(op), required):
         if account.label in approved:
             continue
         attempt = tries.get(account.label, 0)
         result = approve_once(
             account,
             op.gitlab_project,
-            op.mr_iid,
+            iid,
             sha,
             attempt,
             max_retries,
@@ -183,15 +186,27 @@ def _approve(ctx: StepContext, sha: str, progress: dict[str, Any], mr: MrView | 
     made = advance_made(ctx, Event.APPROVALS_GIVEN, head_sha=sha, progress=progress)
     if made is None:
         return False
-    # approved on the head this step checked against the approval just before: merge it now,
-    # pinned to that head, from the MR as read before approving (GitLab refuses a merge the MR
-    # is not ready for, and merge() then reads it), instead of reading and checking it again
+    # approved on the head this step checked against the approval before approving: merge it
+    # now, pinned to that head, once the MR as it is now is checked against the approved
+    # identity again (the approve calls took time: a retarget or a target that moved shows
+    # here, a push as a head that is not `sha`); the merge call never goes on an older read
     op = replace(
-        ctx.op, version=made.version, step=made.step, head_sha=sha, progress=progress, attempts=0
+        ctx.op,
+        version=made.version,
+        step=made.step,
+        head_sha=sha,
+        verified_sha=sha,  # the check before approving verified it (and recorded it so)
+        progress=progress,
+        attempts=0,
     )
     after = replace(ctx, op=op)
     try:
-        perform(after, Merge(sha, mr, progress, approved_now=True))
+        project = ctx.clients.author.project(op.gitlab_project)
+        now = read_mr(project, iid)
+        verdict = check_mr(after, project, now)
+        if verdict.reasons:
+            return stop_changed(after, verdict)
+        perform(after, Merge(sha, now, progress, approved_now=True))
     except CannotProceed as exc:
         advance(after, Event.MERGE_ERROR, error_detail=short(exc))
     return True

@@ -142,8 +142,8 @@ def poll(services: Services, op: OperationRow, kind: str, now: datetime) -> bool
         wait = {"version": op.version, "kind": kind, "polls": 0, "since": now.isoformat()}
     if bool(wait.get("covered")) != covered:  # webhooks seen: the fallback tiers from here
         wait = {**wait, "polls": 0, "covered": covered}
-    tiers = policy.poll_tiers(policy.of(op), tiers_name) or get_flag(
-        services.engine, f"poll.{tiers_name}_tiers"
+    tiers = policy.poll_tiers(
+        policy.of(op), tiers_name, get_flag(services.engine, f"poll.{tiers_name}_tiers")
     )
     interval = poll_interval(tiers, int(wait["polls"]))
     elapsed = (now - datetime.fromisoformat(wait["since"])).total_seconds()

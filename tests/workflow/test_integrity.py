@@ -289,3 +289,34 @@ def test_the_mr_update_webhook_stops_it_at_once(bot: Bot) -> None:
     stopped_changed(bot, op_id)
     dispatch()
     assert bot.gitlab.mr(PROJECT, iid).approvals == []
+
+
+def test_a_retarget_between_approving_and_merging_in_one_step_is_never_merged(
+    bot: Bot, monkeypatch: Any
+) -> None:
+    """Approving and merging in one step: the MR is retargeted while the approver accounts
+    approve (after the check that preceded them). The merge call is preceded by a fresh read and
+    comparison with the approved identity, so the change stops "changed after approval" and
+    nothing is merged into either branch (before: merged on the read made before approving)."""
+    from bot.app.steps import perform
+
+    release = bot.gitlab.push(PROJECT, "release", {}, start_branch="main")
+    op_id, op = approved_mr(bot)
+    original = perform.approve_once
+    iid = op["mr_iid"]
+
+    def approve_then_retarget(*args: Any, **kw: Any) -> Any:
+        result = original(*args, **kw)
+        if bot.gitlab.mr(PROJECT, iid).target_branch == "main":
+            bot.gitlab.retarget(PROJECT, iid, "release")
+        return result
+
+    monkeypatch.setattr(perform, "approve_once", approve_then_retarget)
+    bot.pass_pipeline(op_id)
+    bot.settle()
+    row = stopped_changed(bot, op_id)
+    assert "target branch is now release" in row["error_detail"]
+    assert bot.gitlab.mr(PROJECT, iid).state == "opened"
+    assert bot.gitlab.calls_matching("PUT", path_endswith="/merge") == []
+    assert main_unchanged(bot)
+    assert bot.gitlab.branch_head(PROJECT, "release") == release

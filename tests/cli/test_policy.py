@@ -90,3 +90,33 @@ def test_a_deeply_nested_file_is_a_problem_not_a_traceback(tmp_path: Path) -> No
     file.write_text("paths: " + "[" * 600 + "]" * 600 + "\n")
     code, out = invoke("policy", "check", str(file))
     assert (code, out.strip()) == (1, f"{file}:1:39: nested deeper than 32 levels")
+
+
+def test_the_check_holds_the_file_to_the_flags_in_the_servers_database(tmp_path: Path) -> None:
+    """With GITOPS_DATABASE_URL naming the bot's database, where the operator raised `apply` to
+    Maintainer: `apply: developer` is a loosening there (exit 1), though not against the
+    defaults; an unreadable database falls back to the defaults and says so."""
+    from bot.store.engine import make_engine
+    from bot.store.flags import set_flag
+    from bot.store.migrate import upgrade
+
+    url = f"sqlite:///{tmp_path / 'bot.sqlite3'}"
+    engine = make_engine(url)
+    upgrade(engine)
+    set_flag(engine, "commands.min_access", {"apply": 40})
+    engine.dispose()
+    file = tmp_path / "bot.yml"
+    file.write_text("commands: {min_access: {apply: developer}}\n")
+    result = CliRunner().invoke(
+        main, ["policy", "check", str(file)], env={"GITOPS_DATABASE_URL": url}
+    )
+    assert result.exit_code == 1
+    assert "commands.min_access.apply: developer is below the server's level" in result.output
+    code, _ = invoke("policy", "check", str(file))
+    assert code == 0
+    broken = f"sqlite:///{tmp_path / 'nothing' / 'x.sqlite3'}"
+    result = CliRunner().invoke(
+        main, ["policy", "check", str(file)], env={"GITOPS_DATABASE_URL": broken}
+    )
+    assert result.exit_code == 0
+    assert "the flags' defaults (sqlite:///" in result.output

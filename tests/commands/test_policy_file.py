@@ -71,7 +71,7 @@ def test_changing_the_policy_file_needs_a_maintainer(bot: Bot) -> None:
     iid = person_mr(bot, files={".gitops/bot.yml": "paths: {allowed: [config/, apps/]}\n"})
     refused = say(bot, AUTHOR, "/gitops apply", iid)
     [reply] = replies(bot, iid)
-    assert "`.gitops/bot.yml`: is a protected path (.gitops/bot.yml); changing it needs " in reply
+    assert "`.gitops/bot.yml`: is a protected path (.gitops/); changing it needs " in reply
     assert awards(bot, iid, refused.id) == ["no_entry_sign"]
     say(bot, MAINTAINER, "/gitops apply", iid)
     [op] = operations_of(bot, iid)

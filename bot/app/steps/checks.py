@@ -34,6 +34,7 @@ from bot.core.events import Event
 from bot.core.identity import DELETE, ChangeIdentity
 from bot.gitlab import Project
 from bot.gitlab.compare import read_file
+from bot.store.operations import preview_of
 
 #: A file larger than this is not read for the preview (the API takes up to 512 KiB).
 MAX_READ_BYTES = 512 * 1024
@@ -83,6 +84,19 @@ def _files(ctx: StepContext, project: Project, identity: ChangeIdentity) -> list
     ]
 
 
+def preview_at(project: Project, files: list[ChangedFile], base: str) -> dict[str, Any]:
+    """The preview of `files` against their content at `base` (the first MAX_READS of them read,
+    one GET each; a file too large or not text is listed without counts)."""
+    originals: dict[str, str | None] = {}
+    for file in files[:MAX_READS]:
+        content = read_file(project, file.path, base)
+        if content is None or len(content) <= MAX_READ_BYTES:
+            text = _text(content)
+            if text != "\x00":
+                originals[file.path] = text
+    return build_preview(files, originals)
+
+
 def checked_preview(
     ctx: StepContext, project: Project, identity: ChangeIdentity
 ) -> dict[str, Any] | None:
@@ -95,15 +109,11 @@ def checked_preview(
         listed = [ChangedFile(f.path, None if f.action == DELETE else "") for f in identity.files]
         advance(ctx, Event.CHECKS_FAILED, error_detail=str(exc), preview=build_preview(listed, {}))
         return None
-    originals: dict[str, str | None] = {}
     base = op.policy_sha or op.target_branch  # the target's head when the change started
-    for file in files[:MAX_READS]:
-        content = read_file(project, file.path, base)
-        if content is None or len(content) <= MAX_READ_BYTES:
-            text = _text(content)
-            if text != "\x00":
-                originals[file.path] = text
-    preview = build_preview(files, originals)
+    # the files the bot writes were previewed when it opened their MR (MR first), at the same
+    # commit: a commit never changes, so that preview stands and nothing is read again
+    stored = preview_of(ctx.services.engine, op.id) if op.files and op.policy_sha else None
+    preview = stored or preview_at(project, files, base)
 
     @cache
     def read_schema(path: str) -> str | None:

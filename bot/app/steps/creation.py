@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from bot.app.checks import changed_files
 from bot.app.steps import StepContext
+from bot.app.steps.checks import preview_at
 from bot.app.steps.common import advance
 from bot.app.steps.decide import decide_pipeline
 from bot.app.steps.decisions import Advance, Poll
@@ -46,28 +48,36 @@ def create_mr(ctx: StepContext) -> bool:
     if fresh:  # any later run (a crash, a retry) knows an earlier one may have written something
         touch(ctx.services.engine, op.id, progress={**op.progress, "create": True})
     description = mr_description(op.description, op.requested_by, op.id)  # inert: quoted
+    label = label_for(BindingState.MR_CREATING)  # the MR is opened with its phase's label
     # the commit the change started from (its policy, schemas and CI configuration were read
     # there); one in flight from before it was recorded starts from the branch's head now
     base = op.policy_sha or read_branch(project, op.target_branch).sha
+    preview = preview_of(ctx.services.engine, op.id) if op.policy_sha else None
+    if preview is None and op.policy_sha:  # MR first: previewed now, at the same commit
+        preview = preview_at(project, changed_files(op.files), base)
     ref = create_change(
         project,
         operation_id=op.id,
         target_branch=op.target_branch,
         start_sha=base,
-        known=_known(preview_of(ctx.services.engine, op.id)) if op.policy_sha else None,
+        known=_known(preview),
         files=op.files,
         title=op.title,
         description=description,
-        labels=[label_for(BindingState.MR_CREATING)],
+        labels=[label],
         fresh=fresh,
     )
     project_id, head = ref.project_id, ref.head_sha
     if project_id is None or head is None:  # an older GitLab's answer without them
         mr = read_mr(project, ref.mr_iid)
         project_id, head = mr.target_project_id or mr.project_id, mr.sha
+    opened: dict[str, Any] = {"label_set": label} if ref.created else {}  # it came labelled
+    if preview is not None:
+        opened["preview"] = preview
     return advance(
         ctx,
         Event.MR_OPENED,
+        **opened,
         mr_iid=ref.mr_iid,
         mr_url=ref.mr_url,
         mr_opened_by_bot=True,

@@ -47,7 +47,8 @@ def refused_deliveries(world: World) -> list[str]:
 def test_no_secret_reaches_logs_pages_api_cli_or_gitlab(world: World) -> None:
     """A change through GitLab 500s and a 401, refused deliveries, then every log line, page,
     API answer, metric, CLI output and note searched for every credential: none found."""
-    world.gitlab.fail_next(2, 500)
+    # in the worker's steps (the submission's own branch read is answered as it comes)
+    world.gitlab.fail_next(2, 500, methods="POST", path_endswith="/repository/commits")
     world.gitlab.fail_next(1, 401, methods="POST", path_endswith="/approve")
     op_id = world.submit(Flow.APPROVE_FIRST, subject="svc-secrets")
     world.wait_state(op_id, S.VALIDATED)

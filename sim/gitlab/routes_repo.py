@@ -17,8 +17,11 @@ def _need(ctx: Ctx, project: Project, level: int) -> None:
 
 
 def _resolve(ctx: Ctx, project: Project, ref: str) -> Commit:
-    """A branch name, full sha or sha prefix, as a commit; 404 otherwise."""
+    """A branch name, `HEAD` (the default branch), full sha or sha prefix, as a commit; 404
+    otherwise."""
     commits = ctx.state.commits
+    if ref == "HEAD" and project.default_branch in project.branches:
+        ref = project.default_branch
     if ref in project.branches:
         return commits[project.branches[ref]]
     if len(ref) >= 7:
@@ -171,6 +174,22 @@ def get_commit(ctx: Ctx) -> Reply:
     """One commit by sha or branch name."""
     project = ctx.project()
     return Reply(200, render.commit(ctx.state, project, _resolve(ctx, project, ctx.args["sha"])))
+
+
+@router.route("GET", P + "/repository/tree")
+def list_tree(ctx: Ctx) -> Reply:
+    """The files and directories under `path` at `ref` (default branch), every depth with
+    `recursive`; paginated (lib/api/repositories.rb: 404 "Tree Not Found" for an unknown ref
+    or a path that is no directory)."""
+    project = ctx.project()
+    try:
+        commit = _resolve(ctx, project, ctx.text("ref") or project.default_branch)
+    except ApiError:
+        raise not_found("Tree Not Found") from None
+    entries = repo.tree_entries(commit.tree, ctx.text("path") or "", ctx.flag("recursive"))
+    if entries is None:
+        raise not_found("Tree Not Found")
+    return ctx.paginate(entries)
 
 
 def _file_at(ctx: Ctx, project: Project) -> tuple[Commit, str, str]:

@@ -64,8 +64,11 @@ class SeedingMixin:
         pipelines: bool = True,
         pipeline_must_succeed: bool = True,
         reset_approvals_on_push: bool = False,
+        ci_config_path: str | None = None,
+        visibility: str = "internal",
     ) -> Project:
-        """A project whose default branch holds `files` (one initial commit)."""
+        """A project whose default branch holds `files` (one initial commit); `visibility`
+        "private" hides it from non-members."""
         with self.lock:
             state = self.state
             project = Project(state.next_id("project"), path, default_branch, state.clock())
@@ -74,6 +77,8 @@ class SeedingMixin:
             project.pipelines_enabled = pipelines
             project.pipeline_must_succeed = pipeline_must_succeed
             project.reset_approvals_on_push = reset_approvals_on_push
+            project.ci_config_path = ci_config_path
+            project.visibility = visibility
             state.projects[project.id] = project
             if "root" not in {u.username for u in state.users.values()}:
                 self.add_user("root", name="Administrator")
@@ -82,6 +87,11 @@ class SeedingMixin:
             commit = state.make_commit((), dict(files or {}), "Initial commit", root.id)
             project.branches[default_branch] = commit.sha
             return project
+
+    def set_ci_config_path(self, project: ProjectRef, value: str | None) -> None:
+        """Sets the project's custom CI/CD configuration file (None: `.gitlab-ci.yml`)."""
+        with self.lock:
+            self._p(project).ci_config_path = value
 
     def add_member(self, project: ProjectRef, user: UserRef, access_level: int) -> None:
         """Makes `user` a member with `access_level` (0 removes it)."""

@@ -4,8 +4,6 @@ the file and the branch is missing); a 404 that says neither costs a read of the
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 import responses
 from responses import matchers
@@ -13,21 +11,9 @@ from responses import matchers
 from bot.gitlab import Account, Project, make_client
 from bot.gitlab.policy_file import NoSuchBranch, read_file_at_head
 from sim.gitlab import GitLabDouble
+from tests.adapters.conftest import PROJECT, URL
 
-URL = "https://gitlab.example.com"
-PROJECT = "platform/config"
 POLICY = ".gitops/bot.yml"
-
-
-@pytest.fixture
-def double() -> Iterator[GitLabDouble]:
-    """A GitLab with one project and the author bot, mounted on responses."""
-    gl = GitLabDouble(URL, mode="new")
-    gl.add_project(PROJECT, files={"config/prod.yaml": "replicas: 1\n"})
-    gl.add_user("gitops-bot", token="author-token", access={PROJECT: 40})
-    with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
-        gl.mount(rsps, base_url=URL)
-        yield gl
 
 
 def project() -> Project:

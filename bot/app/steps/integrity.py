@@ -9,7 +9,11 @@ SHA checked here), `check_mr` reads the MR's changes and compares them with the 
   or the result of a rebase the bot started from it;
 - the paths GitLab lists between the target and the head (one compare call) must be the
   approved paths, within the path policy, and -- for a head not verified before -- each path's
-  content at the head must hash to the approved content (one read per path).
+  content at the head must hash to the approved content (one read per path);
+- none of them may be a file the CI configuration includes at the target branch's head *now*
+  (one branch read; the closure recorded on the change when that head is the commit walked
+  before, else the CI configuration walked again, bot/app/ci_closure.py): an include added
+  after approval that names a file of the change stops it.
 
 Anything else stops the change in HANDLE_FAILED ("changed after approval"), and the outbox takes
 the approver accounts' approvals back. A commit's content never changes, so a head verified once
@@ -21,6 +25,7 @@ from __future__ import annotations
 import logging
 
 from bot.app import policy
+from bot.app.ci_closure import CiClosure, ci_closure, explained, unresolved
 from bot.app.steps import StepContext
 from bot.app.steps.common import advance
 from bot.app.steps.decisions import Verdict
@@ -35,7 +40,9 @@ from bot.core.identity import (
 from bot.core.path_policy import refused_paths
 from bot.errors import CannotProceed
 from bot.gitlab import MrView, Project
+from bot.gitlab.ci_includes import branch_head, project_info
 from bot.gitlab.compare import Comparison, TooLargeToCheck, compare_changes, file_sha256
+from bot.policy.ci_yaml import CiConfigUnresolved
 from bot.store.operations import OperationRow, set_identity_once, touch
 
 log = logging.getLogger(__name__)
@@ -87,8 +94,10 @@ def read_identity(project: Project, op: OperationRow, head: str) -> ChangeIdenti
 def check_mr(ctx: StepContext, project: Project, mr: MrView) -> Verdict:
     """Checks the MR as just read against the approved identity; records a newly verified head.
 
-    Calls: none when a branch or the head is already wrong; else one compare, plus one read
-    per approved path when the head was not verified before (after the bot's own rebase).
+    Calls: none when a branch or the head is already wrong; else one compare and one read of
+    the target branch, plus one read per approved path when the head was not verified before
+    (after the bot's own rebase), plus the CI configuration's files when the target branch
+    moved since they were walked.
     """
     op = ctx.op
     identity = approved_identity(ctx, project)
@@ -121,7 +130,7 @@ def check_mr(ctx: StepContext, project: Project, mr: MrView) -> Verdict:
     reasons = differences(
         identity, target_branch=mr.target_branch, changes=comparison.changes, contents=contents
     )
-    reasons += _policy(ctx, comparison, identity)
+    reasons += _policy(ctx, project, comparison, identity)
     if not reasons and not verified_before:
         touch(ctx.services.engine, op.id, verified_sha=head)
         log.info(
@@ -135,23 +144,53 @@ def _approved_paths(identity: ChangeIdentity) -> list[str]:
     return [f.path for f in identity.files]
 
 
-def _policy(ctx: StepContext, comparison: Comparison, identity: ChangeIdentity) -> list[str]:
+def _policy(
+    ctx: StepContext, project: Project, comparison: Comparison, identity: ChangeIdentity
+) -> list[str]:
     """The path policy again, on what the MR changes now (protected and allowed paths, with the
-    policy recorded on the change). A Maintainer's authority holds only when the approved head
-    is the one that Maintainer applied at (the comparison above holds the MR to the approved
-    content, also after the bot's own rebase)."""
+    policy recorded on the change, and the CI configuration's closure at the target branch's
+    head now). A Maintainer's authority holds only when the approved head is the one that
+    Maintainer applied at (the comparison above holds the MR to the approved content, also
+    after the bot's own rebase)."""
     rules = policy.of(ctx.op)
     settings = ctx.services.settings
     authority = maintainer_authority(ctx.op, identity.head_sha)
+    try:
+        closure = closure_now(ctx, project, identity.target_branch)
+    except CiConfigUnresolved as exc:
+        return [unresolved(exc)]
     refusals = refused_paths(
         comparison.paths,
         allowed=policy.allowed_paths(settings, rules),
         unlocking=policy.unlocking_paths(settings),
+        ci_includes=closure.patterns,
         protected=rules.paths.protected,
         maintainer=authority.maintainer,
         maintainer_lost=authority.lost,
     )
-    return [f"{r.path} {r.reason}" for r in refusals]
+    return [f"{r.path} {r.reason}" for r in explained(refusals, closure)]
+
+
+def closure_now(ctx: StepContext, project: Project, branch: str) -> CiClosure:
+    """The CI configuration's closure at `branch`'s head now: the one recorded on the change
+    when that head is the commit it walked (and the setting is the same), else walked again
+    and recorded. One branch read, then the walk's reads only when the branch moved."""
+    head = branch_head(project, branch)
+    recorded = CiClosure.from_json(ctx.op.ci_closure)
+    if (
+        recorded is not None
+        and recorded.reusable
+        and recorded.at == head
+        and recorded.config == (project_info(project).ci_config_path or "")
+    ):
+        return recorded
+    closure = ci_closure(project, head)
+    touch(ctx.services.engine, ctx.op.id, ci_closure=closure.to_json())
+    log.info(
+        "CI configuration walked again before the merge",
+        extra={"operation_id": ctx.op.id, "head": head, "was": recorded and recorded.at},
+    )
+    return closure
 
 
 def stop_changed(ctx: StepContext, verdict: Verdict) -> bool:

@@ -144,6 +144,10 @@ class Operation(Base):
     #: the MR head that Maintainer's `/gitops apply` was given at: their authority covers that
     #: head only (None: none bound; bot/app/steps/paths.py)
     maintainer_sha: Mapped[str | None] = mapped_column(String(64))
+    #: the CI configuration's protected closure the change was last checked against: the commit
+    #: walked, the `ci_config_path`, each pattern with the include naming it
+    #: (bot/app/ci_closure.py CiClosure.to_json); None: not walked yet
+    ci_closure: Mapped[Any | None] = mapped_column(JSON(none_as_null=True))
     #: the change's files with added/removed line counts and its unified diff (cut at a limit),
     #: fixed before its approval is requested (bot/app/checks/preview.py)
     preview: Mapped[Any | None] = mapped_column(JSON(none_as_null=True))

@@ -33,6 +33,7 @@ TOUCHABLE = frozenset(
         "project_id",
         "status_note_id",
         "status_note_hash",
+        "ci_closure",
     }
 )
 
@@ -83,6 +84,8 @@ class OperationRow:
     #: the MR head that Maintainer's `/gitops apply` was given at (None: none bound): their
     #: authority covers that head only (bot/app/steps/paths.py)
     maintainer_sha: str | None = None
+    #: the CI configuration's closure last checked against (bot/app/ci_closure.py), as recorded
+    ci_closure: dict[str, Any] | None = None
 
     @property
     def gitlab_project(self) -> int | str:
@@ -132,6 +135,7 @@ def load(engine: Engine, operation_id: str) -> OperationRow:
         policy=dict(r["policy"]) if r["policy"] else None,
         maintainer_request=bool(r["maintainer_request"]),
         maintainer_sha=r["maintainer_sha"],
+        ci_closure=dict(r["ci_closure"]) if r["ci_closure"] else None,
         approved=r["approved_at"] is not None,
         attempts=r["attempts"],
         deadline_at=r["deadline_at"],

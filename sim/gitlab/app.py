@@ -156,7 +156,9 @@ class DoubleApp:
             if user is None:
                 raise unauthorized()
             handler, args = router.match(request.method, api_path)
-            url = request.base_url
+            # the request's own (still encoded) path: pagination links name `group%2Fproject`
+            # as one segment, as GitLab's do (request.base_url decodes it)
+            url = f"{request.host_url.rstrip('/')}{request.root_path}/api/v4{api_path}"
             return handler(Ctx(self.state, user, args, params, url, query))
         except ApiError as error:
             return Reply(error.status, None if error.status == 304 else error.body())

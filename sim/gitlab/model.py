@@ -286,6 +286,12 @@ class Project:
     train_cars: dict[int, TrainCar] = field(default_factory=dict)
     next_mr_iid: int = 1
     next_pipeline_iid: int = 1
+    #: the custom CI/CD configuration file (`ci_config_path`): a path, `file@group/project[:ref]`
+    #: or a URL; None when unset (`.gitlab-ci.yml`)
+    ci_config_path: str | None = None
+    #: "private" hides the project from non-members (GitLab answers 404 "Project Not Found");
+    #: "internal" shows it to every signed-in user
+    visibility: str = "internal"
 
     @property
     def name(self) -> str:

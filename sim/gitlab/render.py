@@ -58,7 +58,7 @@ def project(state: State, p: Project) -> JSON:
         "path_with_namespace": p.path,
         "description": "",
         "default_branch": p.default_branch,
-        "visibility": "internal",
+        "visibility": p.visibility,
         "web_url": url,
         "http_url_to_repo": f"{url}.git",
         "ssh_url_to_repo": f"git@{host}:{p.path}.git",
@@ -75,6 +75,8 @@ def project(state: State, p: Project) -> JSON:
         "merge_method": p.merge_method,
         "only_allow_merge_if_pipeline_succeeds": p.pipeline_must_succeed,
         "approvals_before_merge": p.required_approvals,
+        # shown to whoever may read the code (lib/api/entities/project.rb); null when unset
+        "ci_config_path": p.ci_config_path,
     }
     if state.edition == "premium":
         # exposed only with the licence (Premium, Ultimate); absent on Free and CE. GitLab's

@@ -262,3 +262,37 @@ def last_commit_for_path(commits: Mapping[str, Commit], sha: str, path: str) -> 
     for commit in walked:  # a commit never changes: what it found stays true
         commit.last_change[path] = found
     return found
+
+
+def tree_entries(
+    tree: Mapping[str, str], under: str, recursive: bool
+) -> list[dict[str, Any]] | None:
+    """`GET /repository/tree` entries of a commit's tree under directory `under` ("" the root):
+    its directories (`tree`) and files (`blob`), every depth with `recursive`, else one; sorted
+    by path as Gitaly lists them. None when `under` is no directory of the tree (GitLab's 404
+    "Tree Not Found")."""
+    prefix = f"{under.strip('/')}/" if under.strip("/") else ""
+    entries: dict[str, dict[str, Any]] = {}
+    for path, content in tree.items():
+        if not path.startswith(prefix):
+            continue
+        parts = path[len(prefix) :].split("/")
+        depth = len(parts) if recursive else 1
+        for n in range(1, min(depth, len(parts)) + 1):
+            sub = prefix + "/".join(parts[:n])
+            blob = n == len(parts)
+            oid = (
+                hashlib.sha1(b"blob %d\0" % len(content.encode()) + content.encode()).hexdigest()
+                if blob
+                else hashlib.sha1(f"tree {sub}".encode()).hexdigest()
+            )
+            entries[sub] = {
+                "id": oid,
+                "name": parts[n - 1],
+                "type": "blob" if blob else "tree",
+                "path": sub,
+                "mode": "100644" if blob else "040000",
+            }
+    if prefix and not entries:
+        return None
+    return [entries[path] for path in sorted(entries)]

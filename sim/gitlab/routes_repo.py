@@ -18,8 +18,10 @@ def _need(ctx: Ctx, project: Project, level: int) -> None:
 
 
 def _resolve(ctx: Ctx, project: Project, ref: str) -> Commit:
-    """A ref (routes_compare.resolve_ref: a tag before a branch of the same name) as a commit;
-    GitLab's `404 Commit Not Found` otherwise."""
+    """A ref (routes_compare.resolve_ref: a tag before a branch of the same name; `HEAD` the
+    default branch) as a commit; GitLab's `404 Commit Not Found` otherwise."""
+    if ref == "HEAD" and project.default_branch in project.branches:
+        ref = project.default_branch
     commit = resolve_ref(ctx, project, ref)
     if commit is None:
         raise not_found("Commit Not Found")
@@ -169,6 +171,22 @@ def get_commit(ctx: Ctx) -> Reply:
     """One commit by sha or branch name."""
     project = ctx.project()
     return Reply(200, render.commit(ctx.state, project, _resolve(ctx, project, ctx.args["sha"])))
+
+
+@router.route("GET", P + "/repository/tree")
+def list_tree(ctx: Ctx) -> Reply:
+    """The files and directories under `path` at `ref` (default branch), every depth with
+    `recursive`; paginated (lib/api/repositories.rb: 404 "Tree Not Found" for an unknown ref
+    or a path that is no directory)."""
+    project = ctx.project()
+    try:
+        commit = _resolve(ctx, project, ctx.text("ref") or project.default_branch)
+    except ApiError:
+        raise not_found("Tree Not Found") from None
+    entries = repo.tree_entries(commit.tree, ctx.text("path") or "", ctx.flag("recursive"))
+    if entries is None:
+        raise not_found("Tree Not Found")
+    return ctx.paginate(entries)
 
 
 def _file_at(ctx: Ctx, project: Project) -> tuple[Commit, str, str]:

@@ -40,8 +40,12 @@ class Ctx:
     query: list[tuple[str, str]]
 
     def project(self) -> Project:
-        """The project named in the path."""
-        return self.state.project(self.args["project"])
+        """The project named in the path; GitLab's 404 for a private one the caller is not a
+        member of (it does not say the project exists)."""
+        project = self.state.project(self.args["project"])
+        if project.visibility == "private" and not self.state.access(project, self.user.id):
+            raise ApiError(404, "404 Project Not Found")
+        return project
 
     def mr(self, project: Project) -> MergeRequest:
         """The merge request named in the path."""

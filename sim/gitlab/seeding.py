@@ -67,11 +67,14 @@ class SeedingMixin:
         pipeline_must_succeed: bool = True,
         reset_approvals_on_push: bool = False,
         protect_default: bool = True,
+        ci_config_path: str | None = None,
+        visibility: str = "internal",
     ) -> Project:
-        """A project whose default branch holds `files` (one initial commit). The default
-        branch is protected as GitLab's default `default_branch_protection_defaults` ("fully
-        protected": push and merge for Maintainers, no force push) protects it when it is first
-        created; `protect_default=False` is an instance set to "not protected"."""
+        """A project whose default branch holds `files` (one initial commit); `visibility`
+        "private" hides it from non-members. The default branch is protected as GitLab's
+        default `default_branch_protection_defaults` ("fully protected": push and merge for
+        Maintainers, no force push) protects it when it is first created;
+        `protect_default=False` is an instance set to "not protected"."""
         with self.lock:
             state = self.state
             project = Project(state.next_id("project"), path, default_branch, state.clock())
@@ -80,6 +83,8 @@ class SeedingMixin:
             project.pipelines_enabled = pipelines
             project.pipeline_must_succeed = pipeline_must_succeed
             project.reset_approvals_on_push = reset_approvals_on_push
+            project.ci_config_path = ci_config_path
+            project.visibility = visibility
             state.projects[project.id] = project
             if "root" not in {u.username for u in state.users.values()}:
                 self.add_user("root", name="Administrator")
@@ -120,6 +125,11 @@ class SeedingMixin:
             )
             p.protected_branches[name] = rule
             return rule
+
+    def set_ci_config_path(self, project: ProjectRef, value: str | None) -> None:
+        """Sets the project's custom CI/CD configuration file (None: `.gitlab-ci.yml`)."""
+        with self.lock:
+            self._p(project).ci_config_path = value
 
     def add_member(self, project: ProjectRef, user: UserRef, access_level: int) -> None:
         """Makes `user` a member with `access_level` (0 removes it)."""

@@ -10,9 +10,7 @@ from bot.gitlab import BranchNotOurs, ChangeRef, create_change
 from bot.gitlab.changes import branch_name, commit_message
 from bot.gitlab.policy_file import read_branch
 from sim.gitlab import GitLabDouble
-from tests.adapters.test_gitlab_policy_file import PROJECT, double, project
-
-__all__ = ["double"]  # the fixture: one project and the author bot, on responses
+from tests.adapters.test_gitlab_policy_file import PROJECT, project
 
 OP = "6f1c1c52-8a4e-4c1e-9a57-0d3f3c3f0002"
 FILES = [

@@ -4,8 +4,6 @@ protection and default flag; a repository file read at that commit, never at the
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 import responses
 from responses import matchers
@@ -13,22 +11,10 @@ from responses import matchers
 from bot.gitlab import Account, GitLabUnavailable, Project, make_client
 from bot.gitlab.policy_file import NoSuchBranch, read_branch, read_file_at
 from sim.gitlab import GitLabDouble
+from tests.adapters.conftest import PROJECT, URL
 
-URL = "https://gitlab.example.com"
-PROJECT = "platform/config"
 POLICY = ".gitops/bot.yml"
 FILES_URL = f"{URL}/api/v4/projects/platform%2Fconfig/repository/files/.gitops%2Fbot.yml"
-
-
-@pytest.fixture
-def double() -> Iterator[GitLabDouble]:
-    """A GitLab with one project and the author bot, mounted on responses."""
-    gl = GitLabDouble(URL, mode="new")
-    gl.add_project(PROJECT, files={"config/prod.yaml": "replicas: 1\n"})
-    gl.add_user("gitops-bot", token="author-token", access={PROJECT: 40})
-    with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
-        gl.mount(rsps, base_url=URL)
-        yield gl
 
 
 def project() -> Project:

@@ -23,6 +23,7 @@ from tests.commands import (
     say,
 )
 from tests.workflow.harness import PROJECT, Bot
+from tests.workflow.test_path_refusal import FORMS, seed_form
 
 CI_WITH_INCLUDE = "include:\n  - local: ci/deploy.yml\nbuild:\n  script: [make]\n"
 
@@ -62,6 +63,36 @@ def test_apply_of_an_mr_touching_a_ci_local_include_is_refused(bot: Bot) -> None
     note = say(bot, AUTHOR, "/gitops apply", iid)
     reply = assert_refused_naming(bot, iid, note.id, "ci/deploy.yml")
     assert "is included by the CI configuration" in reply
+    assert operations_of(bot, iid) == []
+
+
+@pytest.mark.parametrize("form", sorted(FORMS))
+def test_apply_of_an_mr_touching_a_file_any_include_form_reaches_is_refused(
+    bot: Bot, form: str
+) -> None:
+    """`include:project` of this project, a component, a child pipeline, a wildcard, a
+    variable, twelve nested includes, a custom `ci_config_path` and what it includes: refused
+    at apply time, the reply naming the path and the include that reaches it."""
+    path, origin = seed_form(bot, form)
+    iid = person_mr(bot, files={path: "evil: 1\n"})
+    note = say(bot, AUTHOR, "/gitops apply", iid)
+    reply = assert_refused_naming(bot, iid, note.id, path)
+    assert f"named by {origin}" in reply
+    assert operations_of(bot, iid) == []
+
+
+def test_apply_under_a_ci_configuration_the_bot_cannot_read_is_refused(bot: Bot) -> None:
+    """An included file that cannot be parsed: no path can be checked, so the apply is
+    refused with the reason (fail closed) and no request is created."""
+    bot.gitlab.push(
+        PROJECT, "main", {".gitlab-ci.yml": "include: ci/x.yml\n", "ci/x.yml": "a: [b\n"}
+    )
+    iid = person_mr(bot)
+    note = say(bot, AUTHOR, "/gitops apply", iid)
+    assert awards(bot, iid, note.id) == ["no_entry_sign"]
+    [reply] = replies(bot, iid)
+    assert "the CI configuration cannot be checked" in reply
+    assert "ci/x.yml" in reply
     assert operations_of(bot, iid) == []
 
 

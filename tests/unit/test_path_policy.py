@@ -1,11 +1,11 @@
-"""The path policy (pure): protected paths, CI local includes, what "explicitly allowed" means."""
+"""The path policy (pure): protected paths, CI include patterns, what "explicitly allowed"
+means. Reading the includes themselves: tests/unit/test_ci_yaml.py."""
 
 from __future__ import annotations
 
 import pytest
 
 from bot.core.path_policy import describe, included_by, protected_by, refused_paths
-from bot.gitlab.ci_includes import parse_local_includes
 
 
 @pytest.mark.parametrize(
@@ -27,30 +27,6 @@ from bot.gitlab.ci_includes import parse_local_includes
 def test_protected_by_names_the_zone(path: str, zone: str | None) -> None:
     """Each protected file or folder is recognised (case-insensitively); look-alikes are not."""
     assert protected_by(path) == zone
-
-
-def test_ci_local_includes_are_read_in_every_form() -> None:
-    """Strings, lists, `local:` maps, leading slashes, GitLab's `!reference` tag; remote,
-    project and template includes are not local."""
-    text = """
-include:
-  - '/ci/build.yml'
-  - local: ci/deploy/*.yml
-  - remote: https://example.com/ci.yml
-  - project: group/templates
-    file: /x.yml
-  - template: Auto-DevOps.gitlab-ci.yml
-  - local: 'envs/$ENVIRONMENT.yml'
-job:
-  script: !reference [.setup, script]
-"""
-    assert parse_local_includes(text) == [
-        "ci/build.yml",
-        "ci/deploy/*.yml",
-        "envs/$ENVIRONMENT.yml",
-    ]
-    assert parse_local_includes("include: shared.yml\n") == ["shared.yml"]
-    assert parse_local_includes("not: [valid") == []
 
 
 @pytest.mark.parametrize(

@@ -320,3 +320,55 @@ def test_a_retarget_between_approving_and_merging_in_one_step_is_never_merged(
     assert bot.gitlab.calls_matching("PUT", path_endswith="/merge") == []
     assert main_unchanged(bot)
     assert bot.gitlab.branch_head(PROJECT, "release") == release
+
+
+def test_an_include_added_after_approval_stops_the_merge(bot: Bot) -> None:
+    """Approve-first: after approval, the target branch's CI configuration gains an include
+    naming the change's file (`trigger:include` of a child pipeline): right before the merge
+    the closure at the branch's new head refuses it; nothing merges, approvals are taken back."""
+    op_id, op = approved_mr(bot)
+    ci = "child:\n  trigger:\n    include: [{local: config/prod.yaml}]\n"
+    bot.gitlab.push(PROJECT, "main", {".gitlab-ci.yml": ci}, message="include the change")
+    bot.pass_pipeline(op_id)
+    bot.settle(advance=60)
+    row = stopped_changed(bot, op_id)
+    assert "config/prod.yaml is included by the CI configuration" in row["error_detail"]
+    assert "named by trigger:include:local of job child in .gitlab-ci.yml" in row["error_detail"]
+    assert bot.gitlab.mr(PROJECT, op["mr_iid"]).state == "opened"
+    assert approve_calls(bot) == []
+    assert main_unchanged(bot)
+
+
+def test_merge_check_reuses_the_walk_while_the_branch_stays(bot: Bot) -> None:
+    """The target branch did not move since the paths were checked at its recorded head: the
+    checks before approving and right before the merge read the branch once each and no CI file
+    again; the change merges."""
+    head = bot.gitlab.push(
+        PROJECT, "main", {".gitlab-ci.yml": "include: ci/jobs.yml\n", "ci/jobs.yml": "j: 1\n"}
+    )
+    op_id = bot.request(Flow.APPROVE_FIRST, policy_sha=head)
+    bot.settle()
+    bot.approve(op_id)
+    bot.settle()
+    ci_reads = bot.gitlab.calls_matching("GET", path_endswith="ci/jobs.yml/raw")
+    assert [c.query["ref"] for c in ci_reads] == [head]
+    bot.pass_pipeline(op_id)
+    bot.settle(advance=60)
+    assert bot.state(op_id) is S.MERGED
+    assert len(bot.gitlab.calls_matching("GET", path_endswith="ci/jobs.yml/raw")) == 1
+    assert len(bot.gitlab.calls_matching("GET", path_endswith="/repository/branches/main")) == 2
+
+
+def test_an_include_added_after_a_persons_mr_was_approved_stops_the_merge(bot: Bot) -> None:
+    """`/gitops apply`: the approvers approved; then `.gitlab-ci.yml` on the target branch
+    includes the MR's file through `include:project` of this project: never merged."""
+    op_id, iid = persons_mr(bot)
+    approval_requested(bot, op_id)
+    ci = "include:\n  - project: platform/config\n    file: config/prod.yaml\n"
+    bot.gitlab.push(PROJECT, "main", {".gitlab-ci.yml": ci})
+    bot.approve(op_id)
+    bot.settle(advance=60)
+    row = stopped_changed(bot, op_id)
+    assert "named by include:project in .gitlab-ci.yml" in row["error_detail"]
+    assert bot.gitlab.mr(PROJECT, iid).state == "opened"
+    assert approve_calls(bot) == []

@@ -252,6 +252,7 @@ def _apply(
         refusal = apply_refusal(
             project,
             view,
+            start.base(view.target_branch),
             *start.paths(services),
             maintainer=start.maintainer,
             unlocking=policy.unlocking_paths(services.settings),
@@ -296,7 +297,7 @@ def _revert(
         refusal = revert_refusal(
             project,
             [f["path"] for f in files],
-            original.target_branch,
+            start.base(original.target_branch),
             *start.paths(services),
             maintainer=start.maintainer,
             unlocking=policy.unlocking_paths(services.settings),

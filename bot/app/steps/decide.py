@@ -88,7 +88,7 @@ def decide_handle(op: OperationRow, mr: MrView, verdict: Verdict) -> StepDecisio
             "tries": {},
             "restarts": int(progress.get("restarts", 0)),
         }
-    return Approve(sha, progress)
+    return Approve(sha, progress, verdict.target)
 
 
 def decide_unfollowed_rebase(op: OperationRow) -> StepDecision | None:

@@ -21,6 +21,8 @@ class Verdict:
 
     head: str
     reasons: tuple[str, ...] = ()
+    #: the target branch's head commit the MR was compared with (None: not compared)
+    target: str | None = field(default=None, compare=False)
 
     @property
     def ok(self) -> bool:
@@ -78,6 +80,8 @@ class Approve:
 
     sha: str
     progress: dict[str, Any]
+    #: the target branch's head commit the check before approving compared the MR with
+    compared_at: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,11 @@ SHA checked here), `check_mr` reads the MR's changes and compares them with the 
   or the result of a rebase the bot started from it;
 - the paths GitLab lists between the target and the head (one compare call) must be the
   approved paths, within the path policy, and -- for a head not verified before -- each path's
-  content at the head must hash to the approved content (one read per path).
+  content at the head must hash to the approved content (one read per path);
+- none of them may be a file the CI configuration includes at the target branch's head *now*
+  (one branch read; the closure recorded on the change when that head is the commit walked
+  before, else the CI configuration walked again, bot/app/ci_closure.py): an include added
+  after approval that names a file of the change stops it.
 
 Anything else stops the change in HANDLE_FAILED ("changed after approval"), and the outbox takes
 the approver accounts' approvals back. A commit's content never changes, so a head verified once
@@ -21,6 +25,7 @@ from __future__ import annotations
 import logging
 
 from bot.app import policy
+from bot.app.ci_closure import CiClosure, ci_closure, explained, unresolved
 from bot.app.steps import StepContext
 from bot.app.steps.common import advance
 from bot.app.steps.decisions import Verdict
@@ -35,7 +40,10 @@ from bot.core.identity import (
 from bot.core.path_policy import refused_paths
 from bot.errors import CannotProceed
 from bot.gitlab import MrView, Project
+from bot.gitlab.ci_includes import project_info
 from bot.gitlab.compare import Comparison, TooLargeToCheck, compare_changes, file_sha256
+from bot.gitlab.policy_file import read_branch
+from bot.policy.ci_yaml import CiConfigUnresolved
 from bot.store.operations import OperationRow, set_identity_once, touch
 
 log = logging.getLogger(__name__)
@@ -71,8 +79,11 @@ def contents_at(project: Project, paths: list[str], sha: str) -> dict[str, str |
 
 
 def read_identity(project: Project, op: OperationRow, head: str) -> ChangeIdentity:
-    """The identity of a person's MR at `head`: its changed paths and their content there."""
-    comparison = compare_changes(project, op.target_branch, head)
+    """The identity of a person's MR at `head`: its changed paths and their content there,
+    compared with the target branch's head commit read now (never its name: a tag of that
+    name would shadow it)."""
+    target = read_branch(project, op.target_branch).sha
+    comparison = compare_changes(project, target, head)
     written = [c.new_path for c in comparison.changes if not c.deleted_file and c.new_path]
     return identity_from_changes(
         op.project,
@@ -84,11 +95,18 @@ def read_identity(project: Project, op: OperationRow, head: str) -> ChangeIdenti
     )
 
 
-def check_mr(ctx: StepContext, project: Project, mr: MrView) -> Verdict:
+def check_mr(
+    ctx: StepContext, project: Project, mr: MrView, *, compared_at: str | None = None
+) -> Verdict:
     """Checks the MR as just read against the approved identity; records a newly verified head.
+    `compared_at`: the target's head commit an earlier check of this step compared this verified
+    head with; when the target is still there, the comparison of the same two commits (and the
+    CI closure at the same commit) is what it was, and is not asked for again.
 
-    Calls: none when a branch or the head is already wrong; else one compare, plus one read
-    per approved path when the head was not verified before (after the bot's own rebase).
+    Calls: none when a branch or the head is already wrong; else one compare and one read of
+    the target branch, plus one read per approved path when the head was not verified before
+    (after the bot's own rebase), plus the CI configuration's files when the target branch
+    moved since they were walked.
     """
     op = ctx.op
     identity = approved_identity(ctx, project)
@@ -112,8 +130,11 @@ def check_mr(ctx: StepContext, project: Project, mr: MrView) -> Verdict:
         )
     if reasons:
         return Verdict(head, tuple(reasons))
+    target = read_branch(project, identity.target_branch).sha  # by commit: no tag shadows it
+    if compared_at == target and head == op.verified_sha:
+        return Verdict(head, (), target)  # two commits compare alike every time
     try:
-        comparison = compare_changes(project, identity.target_branch, head)
+        comparison = compare_changes(project, target, head)
     except TooLargeToCheck as exc:
         return Verdict(head, (f"the change cannot be checked: {exc}",))
     verified_before = head == op.verified_sha
@@ -121,37 +142,70 @@ def check_mr(ctx: StepContext, project: Project, mr: MrView) -> Verdict:
     reasons = differences(
         identity, target_branch=mr.target_branch, changes=comparison.changes, contents=contents
     )
-    reasons += _policy(ctx, comparison, identity)
+    reasons += _policy(ctx, project, comparison, identity, target)
     if not reasons and not verified_before:
         touch(ctx.services.engine, op.id, verified_sha=head)
         log.info(
             "head verified against the approved change",
             extra={"operation_id": op.id, "head": head, "rebased": ours},
         )
-    return Verdict(head, tuple(reasons))
+    return Verdict(head, tuple(reasons), target)
 
 
 def _approved_paths(identity: ChangeIdentity) -> list[str]:
     return [f.path for f in identity.files]
 
 
-def _policy(ctx: StepContext, comparison: Comparison, identity: ChangeIdentity) -> list[str]:
+def _policy(
+    ctx: StepContext,
+    project: Project,
+    comparison: Comparison,
+    identity: ChangeIdentity,
+    target: str,
+) -> list[str]:
     """The path policy again, on what the MR changes now (protected and allowed paths, with the
-    policy recorded on the change). A Maintainer's authority holds only when the approved head
-    is the one that Maintainer applied at (the comparison above holds the MR to the approved
-    content, also after the bot's own rebase)."""
+    policy recorded on the change, and the CI configuration's closure at the target branch's
+    head now). A Maintainer's authority holds only when the approved head is the one that
+    Maintainer applied at (the comparison above holds the MR to the approved content, also
+    after the bot's own rebase)."""
     rules = policy.of(ctx.op)
     settings = ctx.services.settings
     authority = maintainer_authority(ctx.op, identity.head_sha)
+    try:
+        closure = closure_now(ctx, project, target)
+    except CiConfigUnresolved as exc:
+        return [unresolved(exc)]
     refusals = refused_paths(
         comparison.paths,
         allowed=policy.allowed_paths(settings, rules),
         unlocking=policy.unlocking_paths(settings),
+        ci_includes=closure.patterns,
         protected=rules.paths.protected,
         maintainer=authority.maintainer,
         maintainer_lost=authority.lost,
     )
-    return [f"{r.path} {r.reason}" for r in refusals]
+    return [f"{r.path} {r.reason}" for r in explained(refusals, closure)]
+
+
+def closure_now(ctx: StepContext, project: Project, head: str) -> CiClosure:
+    """The CI configuration's closure at the target branch's head commit `head` (read just
+    now): the one recorded on the change when it walked that commit (and the setting is the
+    same), else walked again and recorded: the walk's reads only when the branch moved."""
+    recorded = CiClosure.from_json(ctx.op.ci_closure)
+    if (
+        recorded is not None
+        and recorded.reusable
+        and recorded.at == head
+        and recorded.config == (project_info(project).ci_config_path or "")
+    ):
+        return recorded
+    closure = ci_closure(project, head)
+    touch(ctx.services.engine, ctx.op.id, ci_closure=closure.to_json())
+    log.info(
+        "CI configuration walked again before the merge",
+        extra={"operation_id": ctx.op.id, "head": head, "was": recorded and recorded.at},
+    )
+    return closure
 
 
 def stop_changed(ctx: StepContext, verdict: Verdict) -> bool:

@@ -79,8 +79,8 @@ def perform(ctx: StepContext, decision: StepDecision) -> bool:
             return False
         case StopChanged(verdict):
             return stop_changed(ctx, verdict)
-        case Approve(sha, progress):
-            return _approve(ctx, sha, progress)
+        case Approve(sha, progress, compared_at):
+            return _approve(ctx, sha, progress, compared_at)
         case Rebase(sha, progress):
             assert ctx.op.mr_iid is not None
             project = ctx.clients.author.project(ctx.op.gitlab_project)
@@ -142,7 +142,9 @@ def _by_train(ctx: StepContext, sha: str, mr: MrView | None, progress: dict[str,
     return perform(ctx, decide_train_add(op, added, sha, progress))
 
 
-def _approve(ctx: StepContext, sha: str, progress: dict[str, Any]) -> bool:
+def _approve(
+    ctx: StepContext, sha: str, progress: dict[str, Any], compared_at: str | None = None
+) -> bool:
     """Approves `sha` as each approval bot that has not (each attempt's outcome decided by
     decide_approve); APPROVALS_GIVEN once all have. The bots are those the recorded policy
     names (`approvals`), else all of them."""
@@ -203,7 +205,7 @@ def _approve(ctx: StepContext, sha: str, progress: dict[str, Any]) -> bool:
     try:
         project = ctx.clients.author.project(op.gitlab_project)
         now = read_mr(project, iid)
-        verdict = check_mr(after, project, now)
+        verdict = check_mr(after, project, now, compared_at=compared_at)
         if verdict.reasons:
             return stop_changed(after, verdict)
         perform(after, Merge(sha, now, progress, approved_now=True))

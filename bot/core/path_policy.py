@@ -35,6 +35,10 @@ import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import re2
 
 from bot.core.paths import UnsafePath, normalise_path
 
@@ -140,10 +144,20 @@ def narrowed(operator: Sequence[str], repository: Sequence[str] | None) -> tuple
     return tuple(dict.fromkeys(meets)) or (NOTHING_ALLOWED,)
 
 
-def _glob_regex(pattern: str) -> re.Pattern[str]:
+_GLOB_OPTIONS = re2.Options()
+_GLOB_OPTIONS.case_sensitive = False
+_GLOB_OPTIONS.log_errors = False
+_CI_VARIABLE = re.compile(r"\$\{?[A-Za-z_][A-Za-z0-9_]*\}?")
+
+
+@lru_cache(maxsize=512)
+def _glob_regex(pattern: str) -> Any:
     """GitLab's `include:local` wildcards: `*` within a segment, `**` across segments; a CI
-    variable (`$NAME`, `${NAME}`) may be anything within its segment."""
-    pattern = re.sub(r"\$\{?[A-Za-z_][A-Za-z0-9_]*\}?", "*", pattern.strip().lstrip("/"))
+    variable (`$NAME`, `${NAME}`) may be anything within its segment; case-insensitive. On RE2,
+    whose time is linear in the path: the patterns are the repository's (validator globs, CI
+    includes), and `**a**a**a**a**a**b` on Python's `re` backtracks for minutes on a long path.
+    None when RE2 cannot compile it (a glob of megabytes)."""
+    pattern = _CI_VARIABLE.sub("*", pattern.strip().lstrip("/"))
     out: list[str] = []
     i = 0
     while i < len(pattern):
@@ -154,16 +168,21 @@ def _glob_regex(pattern: str) -> re.Pattern[str]:
             out.append("[^/]*")
             i += 1
         else:
-            out.append(re.escape(pattern[i]))
+            out.append(re2.escape(pattern[i]))
             i += 1
-    return re.compile("".join(out), re.IGNORECASE)
+    try:
+        return re2.compile("".join(out), _GLOB_OPTIONS)
+    except re2.error:
+        return None
 
 
 def included_by(path: str, ci_includes: Iterable[str]) -> str | None:
-    """The CI `include:local` pattern that names `path`, or None."""
+    """The CI `include:local` pattern that names `path`, or None. A pattern too large to
+    compile names every path (fail closed: the file counts as included)."""
     plain = "/".join(_segments(path))
     for pattern in ci_includes:
-        if _glob_regex(pattern).fullmatch(plain):
+        regex = _glob_regex(pattern)
+        if regex is None or regex.fullmatch(plain):
             return pattern
     return None
 

@@ -1,4 +1,10 @@
-"""Which validators apply to which changed file, and their problems as file:line:col lines."""
+"""Which validators apply to which changed file, and their problems as file:line:col lines.
+
+Every check runs under a Budget (budget.py): a file's checks stop at its own deadline or the
+change's, whichever comes first, with a problem saying the file was not checked; a file after it
+gets its own deadline, so one hostile file does not leave the others unchecked (it can only use
+up the change's limit, after which each file left says so).
+"""
 
 from __future__ import annotations
 
@@ -8,8 +14,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from bot.app.checks.schema import schema_deadline, schema_error, validate_schema
-from bot.app.checks.syntax import Parsed, SyntaxProblem, parse
+from bot.app.checks.budget import Budget, OutOfTime
+from bot.app.checks.ecma_regex import Patterns
+from bot.app.checks.keywords import Run
+from bot.app.checks.refs import Broken, SchemaFiles
+from bot.app.checks.schema import validate_schema
+from bot.app.checks.syntax import SyntaxProblem, parse
 from bot.core.identity import DELETE
 from bot.core.path_policy import included_by
 from bot.policy import Policy
@@ -77,59 +87,68 @@ def check_files(
     files: Sequence[ChangedFile],
     rules: Sequence[ValidatorRule],
     read_schema: Callable[[str], str | None],
+    budget: Budget | None = None,
 ) -> list[Problem]:
     """Every problem of the files a change writes (deleted files are not validated): syntax by
-    extension, then each JSON Schema whose rule's glob names the file. Schemas are read once;
-    all the schema checks together take at most schema.MAX_SCHEMA_SECONDS."""
+    extension, then each JSON Schema whose rule's glob names the file. Schema files are read
+    once (and at most refs.MAX_REFERENCED more by `$ref`); each file's checks take at most
+    `budget.per_file` seconds and all of them `budget.per_change` (budget.py): past either,
+    the file is a problem saying it was not checked, and the next file still gets its own."""
+    clock = (budget or Budget()).start()
+    schemas = SchemaFiles(read_schema)
+    patterns = Patterns()
+    validators: dict[str, Any] = {}
     problems: list[Problem] = []
-    schemas: dict[str, tuple[Any, Problem | None]] = {}
-    deadline = schema_deadline()
     for file in files:
         if file.content is None:
             continue
-        parsed = parse(file.path, file.content)
-        if isinstance(parsed, SyntaxProblem):
-            problems.append(Problem(file.path, parsed.line, parsed.column, *parsed.what))
+        if clock.spent():
+            problems.append(Problem(file.path, 1, 1, "checks", clock.change_spent()))
             continue
-        for rule in rules:
-            if rule.schema is None or included_by(file.path, [rule.glob]) is None:
-                continue
-            if rule.schema not in schemas:
-                schemas[rule.schema] = _load_schema(rule.schema, read_schema)
-            schema, broken = schemas[rule.schema]
-            if broken is not None:
-                problems.append(broken)
-                continue
-            problems.extend(_schema_problems(file, parsed, rule.schema, schema, deadline))
+        deadline = clock.for_file()
+        try:
+            run = Run(deadline, patterns)
+            problems.extend(_check(file, file.content, rules, schemas, validators, run))
+        except OutOfTime as exc:  # between two steps of the checks: the file is not checked
+            problems.append(Problem(file.path, 1, 1, "checks", str(exc)))
     return _unique(problems)
 
 
-def _schema_problems(
-    file: ChangedFile, parsed: Parsed | None, name: str, schema: Any, deadline: float
+def _check(
+    file: ChangedFile,
+    content: str,
+    rules: Sequence[ValidatorRule],
+    schemas: SchemaFiles,
+    validators: dict[str, Any],
+    run: Run,
 ) -> list[Problem]:
-    if parsed is None:  # an extension without a parser: nothing to validate against a schema
-        return [Problem(file.path, 1, 1, f"schema {name}", "not a YAML, JSON or TOML file")]
-    return [
-        Problem(file.path, line, column, f"schema {name}", message)
-        for line, column, message in validate_schema(schema, parsed, deadline)
-    ]
-
-
-def _load_schema(path: str, read_schema: Callable[[str], str | None]) -> tuple[Any, Problem | None]:
-    """The schema file parsed, or the problem that names it (missing, not JSON/YAML, invalid)."""
-    text = read_schema(path)
-    if text is None:
-        return None, Problem(path, 1, 1, "schema", "the schema file does not exist")
-    parsed = parse(path if path.endswith((".yml", ".yaml")) else "schema.json", text)
+    """The problems of one file: its syntax, then each schema its rules' globs apply."""
+    deadline = run.deadline
+    parsed = parse(file.path, content, deadline)
     if isinstance(parsed, SyntaxProblem):
-        return None, Problem(path, parsed.line, parsed.column, "schema", parsed.what[1])
-    assert parsed is not None
-    if len(parsed.documents) != 1:
-        return None, Problem(path, 1, 1, "schema", "a schema file holds one document")
-    broken = schema_error(parsed.documents[0])
-    if broken is not None:
-        return None, Problem(path, 1, 1, "schema", broken)
-    return parsed.documents[0], None
+        return [Problem(file.path, parsed.line, parsed.column, *parsed.what)]
+    problems: list[Problem] = []
+    for rule in rules:
+        deadline.check()
+        if rule.schema is None or included_by(file.path, [rule.glob]) is None:
+            continue
+        name = rule.schema
+        if parsed is None:  # an extension without a parser: nothing to validate against
+            problems.append(
+                Problem(file.path, 1, 1, f"schema {name}", "not a YAML, JSON or TOML file")
+            )
+            continue
+        loaded = schemas.load(name, deadline)
+        if isinstance(loaded, Broken):
+            problems.append(Problem(name, loaded.line, loaded.column, "schema", loaded.message))
+            continue
+        if name not in validators:
+            validators[name] = schemas.validator(loaded)
+        problems.extend(
+            Problem(file.path, line, column, f"schema {name}", message)
+            for line, column, message in validate_schema(validators[name], parsed, run)
+        )
+    return problems
 
 
 def _unique(problems: list[Problem]) -> list[Problem]:

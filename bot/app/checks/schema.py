@@ -1,34 +1,36 @@
-"""A parsed file against a JSON Schema (the `jsonschema` library), each error at the line and
-column of the value it is about: the YAML node's start, or the JSON value's first character.
+"""A parsed file against a repository's JSON Schema, each error at the line and column of the
+value it is about: the YAML node's start, or the JSON value's first character.
 
-Only the schema itself is read: a `$ref` to anything outside it is not fetched (jsonschema's
-registry retrieves nothing by default), it is a problem naming the reference; a `$ref` that
-leads back to itself is a problem too, not a RecursionError.
+Everything here is the repository's, written by people with Developer access, and bounded:
 
-The schema is the repository's, and Python's `re`, which jsonschema matches `pattern` and
-`patternProperties` with, backtracks: a pattern such as `^(a+)+$` takes exponential time, and
-even `\\d*\\d*x` takes seconds on a thousand digits. Two bounds (no regex engine without
-backtracking is a dependency of the bot): no pattern sees a string or key longer than
-MAX_PATTERN_INPUT characters (a longer one is a problem, never passed unmatched), and a change's
-schema checks stop after MAX_SCHEMA_SECONDS, which is then a problem naming the file (on the
-main thread, where the RQ worker runs its jobs and Python delivers SIGALRM; the embedded
-server's threads have only the first bound).
+- `$ref` resolves only inside the schema and to other schema files of the same repository at
+  the same commit (bot/app/checks/refs.py); anything else is a problem naming the reference,
+  never fetched, never read. A `$ref` that leads back to itself is a problem too, not a
+  RecursionError.
+- `pattern`, `patternProperties` and `format: regex` run on RE2, a linear-time engine
+  (bot/app/checks/ecma_regex.py); a pattern it cannot run is a problem naming it.
+- `format` is enforced (bot/app/checks/keywords.py FORMATS).
+- Every keyword the validator evaluates asks the file's deadline (bot/app/checks/budget.py):
+  an exponential `anyOf` tree, a huge `uniqueItems` array or a slow format stops with a
+  problem naming the file, on any runner (no signal: the embedded server's threads get none).
+
+At most MAX_ERRORS problems are reported for a file, the first by position among the first
+MAX_POSITIONED errors the validator finds in each document.
 """
 
 from __future__ import annotations
 
 import json
-import signal
-import threading
-import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from functools import cache
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import jsonschema
 import referencing.exceptions
 
+from bot.app.checks.budget import OutOfTime
+from bot.app.checks.ecma_regex import PatternRefused, shown
+from bot.app.checks.keywords import Run, SchemaUnusable, pattern_refused, running
+from bot.app.checks.refs import RefRefused
 from bot.policy.parse import yaml_entry
 
 if TYPE_CHECKING:
@@ -36,163 +38,63 @@ if TYPE_CHECKING:
 
 #: The most schema errors reported for one file.
 MAX_ERRORS = 10
-#: The longest string, value or key, a schema's patterns are matched against.
-MAX_PATTERN_INPUT = 1000
-#: The most seconds the schema checks of one change take (where a timer can stop them).
-MAX_SCHEMA_SECONDS = 10.0
+#: The most errors of one document whose positions are found (each costs a walk of the file).
+MAX_POSITIONED = 100
 
 _WS = " \t\r\n"
-_Keyword = Callable[..., Iterator[jsonschema.ValidationError]]
 
 
-def schema_deadline() -> float:
-    """When the schema checks of a change starting now must end (time.monotonic())."""
-    return time.monotonic() + MAX_SCHEMA_SECONDS
-
-
-def schema_error(schema: Any) -> str | None:
-    """What makes `schema` not a JSON Schema (its metaschema's word), or None."""
-    try:
-        jsonschema.validators.validator_for(schema).check_schema(schema)
-    except jsonschema.SchemaError as exc:
-        return f"not a valid JSON Schema: {exc.message}"
-    except RecursionError:  # a schema file is parsed at most syntax.MAX_DEPTH deep
-        return "not a valid JSON Schema: nested too deeply"
-    return None
-
-
-def validate_schema(
-    schema: Any, parsed: Parsed, deadline: float | None = None
-) -> list[tuple[int, int, str]]:
-    """(line, column, message) for each way the file's documents break `schema` (checked by
-    schema_error first), in the order they appear in the file; one problem instead when the
-    schema cannot be followed or the checks pass `deadline` (time.monotonic())."""
-    validator = _bounded(jsonschema.validators.validator_for(schema))(schema)
+def validate_schema(validator: Any, parsed: Parsed, run: Run) -> list[tuple[int, int, str]]:
+    """(line, column, message) for each way the file's documents break the schema `validator`
+    holds (refs.SchemaFiles.validator), in the order they appear in the file; one problem
+    instead when the schema cannot be followed or `run`'s deadline passes."""
     found: list[tuple[int, int, str]] = []
-    seconds = MAX_SCHEMA_SECONDS if deadline is None else deadline - time.monotonic()
-    if seconds <= 0:
-        return [(1, 1, f"not checked: the change's schema checks took {MAX_SCHEMA_SECONDS:g} s")]
     try:
-        with _time_limit(seconds):
+        with running(run):
             for index, document in enumerate(parsed.documents):
-                errors = [
-                    (*_position(parsed, index, list(error.absolute_path)), _message(error))
-                    for error in validator.iter_errors(document)
-                ]
+                errors = []
+                for error in validator.iter_errors(document):
+                    run.deadline.check()
+                    path = list(error.absolute_path)
+                    errors.append((*_position(parsed, index, path), _message(error)))
+                    if len(errors) >= MAX_POSITIONED:
+                        break
                 found.extend(sorted(errors))
                 if len(found) >= MAX_ERRORS:
                     return found[:MAX_ERRORS]
+    except OutOfTime as exc:
+        return [(1, 1, str(exc))]
     except referencing.exceptions.Unresolvable as exc:
-        return [(1, 1, f"the schema refers to what it does not hold: {exc}")]
+        return [(1, 1, _unresolvable(exc))]
     except RecursionError:  # documents are at most syntax.MAX_DEPTH deep: the schema loops
         return [(1, 1, "the schema refers to itself without end (a $ref cycle)")]
-    except _OutOfTime:
-        return [
-            (
-                1,
-                1,
-                f"not checked: the change's schema checks took {MAX_SCHEMA_SECONDS:g} s "
-                "(a pattern that backtracks?)",
-            )
-        ]
+    except (PatternRefused, SchemaUnusable) as exc:
+        return [(1, 1, str(exc))]
+    except Exception as exc:  # noqa: BLE001 -- whatever else a hostile schema makes the library
+        # raise stops this file's check with a problem (fail closed), never the step
+        return [(1, 1, f"the schema cannot be applied to this file ({type(exc).__name__})")]
     return found
 
 
-@cache
-def _bounded(base: type[jsonschema.protocols.Validator]) -> type[jsonschema.protocols.Validator]:
-    """`base` with its pattern keywords refusing inputs longer than MAX_PATTERN_INPUT (and
-    keys that are not strings, which YAML allows and `re` cannot match)."""
-    keywords: dict[str, _Keyword] = dict(base.VALIDATORS)
-    changed: dict[str, _Keyword] = {}
-    if "pattern" in keywords:
-        changed["pattern"] = _bounded_value(keywords["pattern"])
-    for name in ("patternProperties", "additionalProperties", "unevaluatedProperties"):
-        if name in keywords:
-            changed[name] = _bounded_keys(name, keywords[name])
-    bounded: type[jsonschema.protocols.Validator] = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
-        base, changed
-    )
-    return bounded
-
-
-def _bounded_value(pattern: _Keyword) -> _Keyword:
-    def keyword(validator: Any, value: Any, instance: Any, schema: Any) -> Iterator[Any]:
-        if validator.is_type(instance, "string") and len(instance) > MAX_PATTERN_INPUT:
-            yield jsonschema.ValidationError(
-                f"{len(instance)} characters, more than the {MAX_PATTERN_INPUT} "
-                f"a pattern is matched against"
-            )
-            return
-        yield from pattern(validator, value, instance, schema)
-
-    return keyword
-
-
-def _bounded_keys(name: str, original: _Keyword) -> _Keyword:
-    def keyword(validator: Any, value: Any, instance: Any, schema: Any) -> Iterator[Any]:
-        matched = name != "additionalProperties" or "patternProperties" in schema
-        if matched and validator.is_type(instance, "object"):
-            for key in instance:
-                if not isinstance(key, str):
-                    yield jsonschema.ValidationError(
-                        f"the key {key!r} is not a string, which a pattern is matched against"
-                    )
-                    return
-                if len(key) > MAX_PATTERN_INPUT:
-                    yield jsonschema.ValidationError(
-                        f"a key of {len(key)} characters, more than the {MAX_PATTERN_INPUT} "
-                        f"a pattern is matched against"
-                    )
-                    return
-        yield from original(validator, value, instance, schema)
-
-    return keyword
-
-
-class _OutOfTime(BaseException):
-    """The timer ran out in the schema checks (a BaseException: no `except Exception` in a
-    library swallows it)."""
-
-
-@contextmanager
-def _time_limit(seconds: float) -> Iterator[None]:
-    """Raises _OutOfTime in the block once `seconds` have passed: a SIGALRM timer, which `re`
-    answers while it matches. Only on the main thread (elsewhere Python cannot take the signal:
-    the block runs unbounded). The process's own timer (RQ's job timeout uses SIGALRM too) is
-    kept: its handler runs if it comes first, and it is set again with the time it had left."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    outer_handler = signal.getsignal(signal.SIGALRM)
-    outer_left, outer_interval = signal.setitimer(signal.ITIMER_REAL, 0)
-    outer_first = 0 < outer_left <= seconds
-    started, active = time.monotonic(), [True]
-
-    def on_alarm(signum: int, frame: Any) -> None:
-        if not active[0]:
-            return
-        if outer_first and callable(outer_handler):
-            outer_handler(signum, frame)
-        raise _OutOfTime
-
-    signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, outer_left if outer_first else seconds)
-    try:
-        yield
-    finally:
-        active[0] = False
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, signal.SIG_DFL if outer_handler is None else outer_handler)
-        if outer_left > 0:
-            left = outer_left - (time.monotonic() - started)
-            signal.setitimer(signal.ITIMER_REAL, max(left, 0.001), outer_interval)
+def _unresolvable(exc: referencing.exceptions.Unresolvable) -> str:
+    """A `$ref` not followed, named, and why (never the text of what it names)."""
+    ref = shown(str(getattr(exc, "ref", "")), 120)
+    cause: BaseException | None = exc
+    while cause is not None and not isinstance(cause, RefRefused):
+        cause = cause.__cause__
+    if cause is not None:
+        return f"$ref {ref} not followed: {cause}"
+    if isinstance(exc, referencing.exceptions.PointerToNowhere):
+        return f"$ref {ref} points at nothing in the schema"
+    return f"$ref {ref}: the schema refers to what it does not hold"
 
 
 def _message(error: jsonschema.ValidationError) -> str:
     pointer = "/" + "/".join(
         str(p).replace("~", "~0").replace("/", "~1") for p in error.absolute_path
     )
-    message = error.message if len(error.message) <= 200 else error.message[:199] + "…"
+    message = pattern_refused(error) or error.message
+    message = message if len(message) <= 200 else message[:199] + "…"
     return f"{message} (at {pointer})"
 
 

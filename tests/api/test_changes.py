@@ -248,6 +248,9 @@ def test_list_limit(api: Api) -> None:
     [
         ("?state=DONE", "state"),
         ("?state=MERGING&state=nope", "state"),
+        ("?state=", "state"),
+        ("?state=MERGING,", "state"),
+        ("?state=MERGING&state=", "state"),
         ("?limit=0", "limit"),
         ("?limit=501", "limit"),
         ("?limit=ten", "limit"),
@@ -256,7 +259,8 @@ def test_list_limit(api: Api) -> None:
     ],
 )
 def test_bad_list_queries_are_422(api: Api, query: str, field: str) -> None:
-    """An unknown state or a limit outside 1..500 is 422 invalid naming the parameter."""
+    """An unknown or empty state (as the document's enum says) or a limit outside 1..500 is 422
+    invalid naming the parameter."""
     response = api.call("GET", f"/api/v1/changes{query}")
     assert response.status_code == 422
     assert response.json is not None

@@ -188,7 +188,13 @@ class ChangeRequest(BaseModel):
         description="Distinct paths; contents together within the body limit "
         "(GITOPS_MAX_BODY_BYTES).",
     )
-    requested_by: Id
+    requested_by: Id | None = Field(
+        default=None,
+        description="Who asks: the approval request's applicant. Leave it out: the API "
+        "client's name. Only a client created with `--on-behalf` may name someone else (its "
+        "audit rows read `<user> via <client>`); from any other client a different name is "
+        "refused with 422 `invalid` naming this field.",
+    )
     description: (
         Annotated[str, Field(json_schema_extra={"pattern": DESCRIPTION_PATTERN})] | None
     ) = Field(

@@ -206,6 +206,14 @@ class Settings:
     #: the port on which `gitops-bot worker` answers /metrics with what it counts (steps,
     #: deliveries, outbox sends, approval calls); unset: none (one port per worker process)
     worker_metrics_port: int | None = None
+    # -- the dashboard's GitLab sign-in (webhooks/signin.py; API clients: bot/store/clients.py) --
+    #: the GitLab OAuth application's id and secret (redirect URI `{public_url}/auth/callback`,
+    #: scope `read_user`); both unset: no GitLab sign-in. The secret also keys the session
+    #: cookie (through HMAC), so every web instance with it accepts the others' sessions
+    oauth_client_id: str = ""
+    oauth_client_secret: str = field(default="", repr=False)
+    #: GitLab usernames let into the dashboard besides Reporters of GITOPS_PROJECTS' projects
+    dashboard_users: tuple[str, ...] = ()
 
     def __repr__(self) -> str:
         """The settings without a secret: secret fields left out, URLs' credentials masked."""
@@ -314,6 +322,10 @@ class Settings:
             callback_secret=env.get("GITOPS_CALLBACK_SECRET", ""),
             logs=LogSettings.from_env(env),
             worker_metrics_port=_optional_port(env, "GITOPS_WORKER_METRICS_PORT"),
+            # -- the dashboard's GitLab sign-in --
+            oauth_client_id=env.get("GITOPS_OAUTH_CLIENT_ID", "").strip(),
+            oauth_client_secret=env.get("GITOPS_OAUTH_CLIENT_SECRET", "").strip(),
+            dashboard_users=_csv(env.get("GITOPS_DASHBOARD_USERS")),
         )
 
 

@@ -1,5 +1,5 @@
 """The operator's commands of `gitops-bot`: show, list, retry, cancel, queue, flags, reconcile,
-hooks, doctor, outbox, report.
+hooks, doctor, outbox, report, clients (gitops_bot/ops_clients.py).
 
 Each parses its arguments, runs on the services `ops.connected` builds for it, and prints what
 the logic in gitops_bot/ops*.py returns; cli.py adds them to the `gitops-bot` group.
@@ -17,6 +17,7 @@ import click
 from bot.config import Settings
 from bot.core.events import Event
 from bot.core.states import BindingState
+from gitops_bot.ops_clients import clients
 
 if TYPE_CHECKING:
     from bot.services import Services
@@ -390,4 +391,5 @@ COMMANDS: tuple[click.Command, ...] = (
     doctor,
     outbox,
     report_command,
+    clients,
 )

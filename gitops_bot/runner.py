@@ -13,6 +13,7 @@ from gunicorn.app.base import BaseApplication
 from bot.config import Settings
 from bot.store.engine import make_engine
 from bot.store.migrate import upgrade
+from gitops_bot.ops_clients import warn_if_shared_token
 from gitops_bot.wiring import build_services
 from webhooks import create_app
 
@@ -88,6 +89,7 @@ def web(settings: Settings, *, host: str, port: int) -> None:
     from webhooks import gunicorn_conf as conf
 
     warn_if_unscoped(settings)
+    warn_if_shared_token(settings)
     _upgrade_schema(settings)
     _Gunicorn(settings, _options(host, port, workers=conf.workers, threads=conf.threads)).run()
 
@@ -95,6 +97,7 @@ def web(settings: Settings, *, host: str, port: int) -> None:
 def serve(settings: Settings, *, host: str, port: int) -> None:
     """The embedded default: one process, SQLite, the in-process queue, schema upgraded first."""
     warn_if_unscoped(settings)
+    warn_if_shared_token(settings)
     _upgrade_schema(settings)
     _Gunicorn(settings, _options(host, port, workers=1, threads=8), embedded=True).run()
 

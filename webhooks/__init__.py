@@ -1,4 +1,5 @@
-"""The Flask app factory and its blueprints (gitlab, approval, deploy, api, pages, health)."""
+"""The Flask app factory and its blueprints (gitlab, approval, deploy, api, pages, signin,
+health)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ def create_app(services: Services) -> Flask:
     app.config["MAX_CONTENT_LENGTH"] = services.settings.max_body_bytes
     app.extensions["gitops"] = services
 
-    from webhooks import api, approval, deploy, errors, gitlab, health, ingest, pages
+    from webhooks import api, approval, deploy, errors, gitlab, health, ingest, pages, signin
 
     errors.init_app(app)
     ingest.init_app(app)
@@ -24,4 +25,5 @@ def create_app(services: Services) -> Flask:
     app.register_blueprint(approval.bp)
     app.register_blueprint(deploy.bp)
     app.register_blueprint(pages.bp)
+    app.register_blueprint(signin.bp)
     return app

@@ -5,39 +5,34 @@ Each route is declared with its contract (webhooks/api_contract.py: method, path
 request's models, and each status code's answer with the headers it always carries); the OpenAPI
 document is generated from those declarations (webhooks/openapi.py). Synchronous validation only;
 the work itself is done by the `jobs.drive.drive` job.
+
+Every route but the document's needs a client's bearer token holding the scope its declaration
+names (`read`, `submit`, `operate`, `admin`: webhooks/api_auth.py); a client limited to projects
+acts on, and sees, only the changes in those, and the audit log names the client in each row an
+action writes.
 """
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Callable
 from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, request
 
-from bot import logs
-from bot.app import operator, policy
+from bot.app import operator
 from bot.app.operator import Refusal
 from bot.app.promote import promote
-from bot.app.submit import SubmitRefusal, SubmitRefused, submit_change
-from bot.core.events import Event, Source
-from bot.core.managed import is_managed
-from bot.core.states import BindingState, Flow
-from bot.gitlab import GitLabError
+from bot.core.events import Event
+from bot.core.states import BindingState
 from bot.services import Services
 from bot.store import queue as line
-from bot.store.flags import get_flag
-from bot.store.queries import list_by_state, operation_by_idempotency_key, operation_view
-from bot.store.submit import NewRequest
-from webhooks.api_body import OPERATION_ID, RETRY_AFTER_SECONDS, ApiError, load_body, request_hash
+from bot.store.clients import ApiClient, Scope, owners
+from bot.store.queries import list_by_state, operation_view
+from webhooks import api_submit
+from webhooks.api_auth import authenticated, current_client, require_change
+from webhooks.api_body import RETRY_AFTER_SECONDS, ApiError
 from webhooks.api_contract import Reply, Routes
-from webhooks.api_models import (
-    ChangeRequest,
-    ListQuery,
-    OperationPath,
-    SubmitHeaders,
-    idempotency_key,
-)
+from webhooks.api_models import ChangeRequest, ListQuery, OperationPath, SubmitHeaders
 from webhooks.api_refusals import validated
 from webhooks.api_views import (
     Accepted,
@@ -55,9 +50,6 @@ from webhooks.context import services_of
 bp = Blueprint("api", __name__, url_prefix="/api/v1")
 routes = Routes(bp)
 
-#: Who operator actions through the API are recorded as in the audit log.
-OPERATOR_ACTOR = "api"
-
 
 @bp.errorhandler(ApiError)
 def _api_error(exc: ApiError) -> tuple[Response, int]:
@@ -72,35 +64,31 @@ def _api_error(exc: ApiError) -> tuple[Response, int]:
 # -- authentication ------------------------------------------------------------------------------
 
 
-def bearer_ok(header: str | None, token: str) -> bool:
-    """Constant-time check of `Authorization: Bearer <token>`; an empty token refuses all."""
-    if not token or not header:
-        return False
-    scheme, _, given = header.partition(" ")
-    if scheme.lower() != "bearer":
-        return False
-    try:
-        given_bytes = given.strip().encode("latin-1")  # WSGI headers are latin-1 decoded
-    except UnicodeEncodeError:
-        given_bytes = given.strip().encode("utf-8", "surrogateescape")
-    return hmac.compare_digest(given_bytes, token.encode("utf-8"))
-
-
 @bp.before_request
 def _authenticate() -> None:
+    """Every route but the public ones needs a client's token with the route's scope
+    (webhooks/api_auth.py)."""
     if routes.is_public(request.endpoint):
         return
-    if not bearer_ok(request.headers.get("Authorization"), services_of().settings.api_token):
-        raise ApiError(401, "unauthorized", "missing or wrong bearer token")
+    scope = routes.scope_of(request.endpoint)
+    authenticated(services_of(), request.headers.get("Authorization"), scope)
 
 
 # -- what the operations answer alike ----------------------------------------------------------
 
 UNAUTHORIZED = Reply(
-    "`unauthorized`: missing or wrong bearer token (always, when none is configured).",
+    "`unauthorized`: missing, wrong or revoked bearer token.",
     Error,
     headers=AuthenticateHeader,
 )
+#: What a client without the route's scope, or limited to other projects, is answered.
+FORBIDDEN_CHANGE = Reply(
+    "`insufficient_scope` (with `scope`): the client's token lacks the scope this needs; "
+    "`project_not_allowed`: the change is in a project the client is not limited to. Nothing "
+    "done.",
+    Error,
+)
+FORBIDDEN = Reply("`insufficient_scope` (with `scope`): the client's token lacks it.", Error)
 NOT_FOUND = Reply("`not_found`: no operation has this id.", Error)
 REFUSED_MOVE = Reply(
     "`illegal_transition` (not allowed in this state), `stale_operation` (a newer request "
@@ -114,6 +102,7 @@ def _operator_action(refused: Reply = REFUSED_MOVE) -> dict[int, Reply]:
     return {
         200: Reply("Done: the operation as it is now.", ChangeView),
         401: UNAUTHORIZED,
+        403: FORBIDDEN_CHANGE,
         404: NOT_FOUND,
         409: refused,
     }
@@ -127,6 +116,7 @@ def _operator_action(refused: Reply = REFUSED_MOVE) -> dict[int, Reply]:
     operation_id="createChange",
     summary="Request a change; answered 202 with the operation to poll.",
     tag="changes",
+    scope=Scope.SUBMIT,
     headers=SubmitHeaders,
     body=ChangeRequest,
     responses={
@@ -134,8 +124,10 @@ def _operator_action(refused: Reply = REFUSED_MOVE) -> dict[int, Reply]:
         400: Reply("`malformed_json`: the body is not JSON.", Error),
         401: UNAUTHORIZED,
         403: Reply(
+            "`insufficient_scope` (with `scope`): the client's token lacks `submit`; "
+            "`project_not_allowed` (with `project`): the client is limited to other projects; "
             "`project_not_managed` (with `project`): GITOPS_PROJECTS is set and does not list "
-            "the project (by path, compared case-insensitively, or by numeric id); nothing "
+            "the project (by path, compared case-insensitively, or by numeric id). Nothing "
             "recorded.",
             Error,
         ),
@@ -155,7 +147,8 @@ def _operator_action(refused: Reply = REFUSED_MOVE) -> dict[int, Reply]:
             Error,
         ),
         422: Reply(
-            "`invalid` (with `field`), `invalid_path` (with `path`), `protected_path` (with "
+            "`invalid` (with `field`; `requested_by` when a client not allowed to speak for "
+            "users names someone else), `invalid_path` (with `path`), `protected_path` (with "
             "`path`: `.gitlab-ci.yml`, `.gitlab/`, the CODEOWNERS files, `.gitattributes`, the "
             "policy file, and the policy file's `paths.protected`; allowed only when the "
             "allowed paths name them), `policy_invalid` (with `problems`: the target branch's "
@@ -182,109 +175,15 @@ def _operator_action(refused: Reply = REFUSED_MOVE) -> dict[int, Reply]:
     },
 )
 def create_change() -> tuple[Response, int]:
-    """Validates, records the operation (or refuses it), enqueues its driver; 202 on success."""
-    services = services_of()
-    body = load_body()
-    key = idempotency_key()
-    callbacks = {
-        "callback_hosts": services.settings.callback_hosts,
-        "callback_secret": bool(services.settings.callback_secret),
-    }
-    change = validated(ChangeRequest, body, context={"paths_later": True, **callbacks})
-    if not is_managed(services.settings.projects, path=change.project):
-        raise ApiError(
-            403,
-            "project_not_managed",
-            f"the bot does not manage {change.project}; it is not listed in GITOPS_PROJECTS",
-            project=change.project,
-        )
-    if key is not None and operation_by_idempotency_key(services.engine, key):
-        # a repeat: answered as the first time (submit_change replays it), under the policy
-        # recorded then, whatever the file says now
-        recorded = policy.NOT_READ
-    else:
-        recorded = _policy_at_start(services, change.project, change.target_branch)
-        allowed = policy.allowed_paths(services.settings, recorded.policy)
-        context = {
-            "allowed_paths": allowed,
-            "protected": recorded.policy.paths.protected,
-            **callbacks,
-        }
-        change = validated(ChangeRequest, body, context=context)
-    new = NewRequest(
-        subject_id=change.subject_id,
-        target_key=change.target_key,
-        project=change.project,
-        target_branch=change.target_branch,
-        title=change.title,
-        requested_by=change.requested_by,
-        flow=Flow(get_flag(services.engine, "workflow.order")),
-        description=change.description or "",
-        files=change.file_changes(),
-        idempotency_key=key,
-        request_hash=request_hash(body),
-        policy_sha=recorded.sha,
-        policy=recorded.as_json(),
-        callback_url=change.callback_url,
-    )
-    try:
-        # the Idempotency-Key follows the change into the jobs it starts (bot/logs.py)
-        with logs.scope(correlation_id=key, project=change.project):
-            accepted = submit_change(services, new, source=Source.API, actor=change.requested_by)
-    except SubmitRefused as refused:
-        raise _submit_error(refused) from None
-    return _accepted(services, accepted.operation_id)
-
-
-def _policy_at_start(services: Services, project: str, branch: str) -> policy.Recorded:
-    """The target branch resolved and allowed, and the project's policy file at its head
-    commit, or the API's refusal: 422 `target_branch_not_found` / `target_branch_not_allowed`
-    naming why, `policy_invalid` naming file:line:col; 503 while GitLab cannot be read."""
-    try:
-        return policy.read_at_start(services, project, branch)
-    except policy.PolicyInvalid as exc:
-        raise ApiError(422, exc.code, exc.reason, problems=exc.problems) from None
-    except policy.TargetRefused as exc:
-        where = "project" if exc.code == "project_not_found" else "target_branch"
-        raise ApiError(422, exc.code, exc.reason, field=where) from None
-    except GitLabError as exc:
-        raise ApiError(
-            503, "gitlab_unavailable", f"the project's policy file could not be read: {exc}"
-        ) from None
-
-
-def _submit_error(refused: SubmitRefused) -> ApiError:
-    """How the API answers each refusal of a submission."""
-    match refused.kind:
-        case SubmitRefusal.KEY_REUSED:
-            return ApiError(
-                422, "idempotency_key_reused", refused.message, operation_id=refused.operation_id
-            )
-        case SubmitRefusal.IN_PROGRESS:
-            return ApiError(409, "in_progress", refused.message, operation_id=refused.operation_id)
-        case SubmitRefusal.CONFLICT:
-            return ApiError(409, "conflict", refused.message)
-        case SubmitRefusal.ILLEGAL:
-            return ApiError(409, "illegal_transition", refused.message)
-        case SubmitRefusal.OVERLOADED:
-            return ApiError(503, "overloaded", refused.message, operation_id=refused.operation_id)
-
-
-def _accepted(services: Services, operation_id: str) -> tuple[Response, int]:
-    status_url = f"{services.settings.public_url.rstrip('/')}/api/v1/changes/{operation_id}"
-    response, status = answer(
-        Accepted, {"operation_id": operation_id, "status_url": status_url}, 202
-    )
-    response.headers["Location"] = status_url
-    return response, status
+    """Validates, records the operation (or refuses it), enqueues its driver; 202 on success
+    (webhooks/api_submit.py)."""
+    return api_submit.create_change(services_of(), current_client())
 
 
 # -- reading and operator actions -----------------------------------------------------------------
 
 
 def _view_json(services: Services, operation_id: str, *, with_history: bool = True) -> Any:
-    if not OPERATION_ID.fullmatch(operation_id):
-        raise ApiError(404, "not_found", "no operation has this id")
     view = operation_view(services.engine, operation_id, with_history=with_history)
     if view is None:
         raise ApiError(404, "not_found", "no operation has this id")
@@ -303,12 +202,20 @@ def _view_json(services: Services, operation_id: str, *, with_history: bool = Tr
     operation_id="getChange",
     summary="An operation: phase, step, hint, MR, history and merge queue place.",
     tag="changes",
+    scope=Scope.READ,
     path_params=OperationPath,
-    responses={200: Reply("The operation.", ChangeView), 401: UNAUTHORIZED, 404: NOT_FOUND},
+    responses={
+        200: Reply("The operation.", ChangeView),
+        401: UNAUTHORIZED,
+        403: FORBIDDEN_CHANGE,
+        404: NOT_FOUND,
+    },
 )
 def get_change(operation_id: str) -> tuple[Response, int]:
     """The operation's phase, step, hint, MR, history and place in its merge queue."""
-    return answer(ChangeView, _view_json(services_of(), operation_id))
+    services = services_of()
+    require_change(services, current_client(), operation_id)
+    return answer(ChangeView, _view_json(services, operation_id))
 
 
 #: How each refusal of an operator action answers: status, code, message (None: the cause's).
@@ -321,13 +228,16 @@ _REFUSED: dict[Refusal, tuple[int, str | None]] = {
 }
 
 
-def _operator(operation_id: str, act: Callable[[Services], object]) -> tuple[Response, int]:
-    """Runs an operator action on the change; the change as it is now, or the refusal."""
+def _operator(
+    operation_id: str, act: Callable[[Services, ApiClient], object]
+) -> tuple[Response, int]:
+    """Runs an operator action on a change the client may act on, as the client (the audit log
+    names it); the change as it is now, or the refusal."""
     services = services_of()
-    if not OPERATION_ID.fullmatch(operation_id):
-        raise ApiError(404, "not_found", "no operation has this id")
+    client = current_client()
+    require_change(services, client, operation_id)
     try:
-        act(services)
+        act(services, client)
     except operator.OperatorRefused as refused:
         status, message = _REFUSED[refused.kind]
         raise ApiError(status, refused.kind.value, message or refused.detail) from None
@@ -337,7 +247,7 @@ def _operator(operation_id: str, act: Callable[[Services], object]) -> tuple[Res
 def _move(operation_id: str, event: Event) -> tuple[Response, int]:
     return _operator(
         operation_id,
-        lambda services: operator.move(services, operation_id, event, actor=OPERATOR_ACTOR),
+        lambda services, client: operator.move(services, operation_id, event, actor=client.actor()),
     )
 
 
@@ -346,6 +256,7 @@ def _move(operation_id: str, event: Event) -> tuple[Response, int]:
     operation_id="retryChange",
     summary="Re-drive the step where the operation stopped.",
     tag="changes",
+    scope=Scope.OPERATE,
     path_params=OperationPath,
     responses=_operator_action(),
 )
@@ -359,6 +270,7 @@ def retry_change(operation_id: str) -> tuple[Response, int]:
     operation_id="cancelChange",
     summary="Cancel: withdraw the approval and close the bot's MR.",
     tag="changes",
+    scope=Scope.OPERATE,
     path_params=OperationPath,
     responses=_operator_action(),
 )
@@ -373,6 +285,7 @@ def cancel_change(operation_id: str) -> tuple[Response, int]:
     summary="Move a merging change to the front of its branch's merge queue (recorded in its "
     "audit log) and drive the line's head; its `queue` says where it stands now.",
     tag="changes",
+    scope=Scope.ADMIN,
     path_params=OperationPath,
     responses=_operator_action(
         Reply(
@@ -386,7 +299,8 @@ def promote_change(operation_id: str) -> tuple[Response, int]:
     """Moves a merging change to the front of its branch's merge queue and drives the line's
     head; 409 `not_queued` for a change in no queue."""
     return _operator(
-        operation_id, lambda services: promote(services, operation_id, actor=OPERATOR_ACTOR)
+        operation_id,
+        lambda services, client: promote(services, operation_id, actor=client.actor()),
     )
 
 
@@ -394,37 +308,58 @@ def promote_change(operation_id: str) -> tuple[Response, int]:
     "/queues",
     operation_id="listQueues",
     summary="The merge queues: per project and target branch, the changes waiting to merge, "
-    "each line head first.",
+    "each line head first (a client limited to projects sees theirs).",
     tag="queues",
+    scope=Scope.READ,
     responses={
         200: Reply("The lines (an empty list: none waits).", QueueList),
         401: UNAUTHORIZED,
+        403: FORBIDDEN,
     },
 )
 def list_queues() -> tuple[Response, int]:
-    """Every merge queue (per project and target branch), each head first."""
-    return answer(QueueList, {"queues": line.lines_json(line.all_lines(services_of().engine))})
+    """Every merge queue (per project and target branch), each head first; a client limited to
+    projects sees the changes in those."""
+    engine = services_of().engine
+    client = current_client()
+    entries = line.all_lines(engine)
+    if client.projects:
+        found = owners(engine, [entry.operation_id for entry in entries])
+        entries = [
+            entry
+            for entry in entries
+            if (owner := found.get(entry.operation_id))
+            and client.may_act_on(owner.project, owner.project_id)
+        ]
+    return answer(QueueList, {"queues": line.lines_json(entries)})
 
 
 @routes.get(
     "/changes",
     operation_id="listChanges",
-    summary="Current requests (those owning their subject and target), newest first.",
+    summary="Current requests (those owning their subject and target), newest first (a client "
+    "limited to projects sees theirs).",
     tag="changes",
+    scope=Scope.READ,
     query=ListQuery,
     responses={
         200: Reply("The requests.", ChangeList),
         401: UNAUTHORIZED,
-        422: Reply("`invalid`: an unknown state or a limit out of range.", Error),
+        403: FORBIDDEN,
+        422: Reply(
+            "`invalid` (with `field`): an unknown or empty state, or a limit out of range.", Error
+        ),
     },
 )
 def list_changes() -> tuple[Response, int]:
-    """Operations that own their binding, in the given states, newest first."""
+    """Operations that own their binding, in the given states, newest first; a client limited
+    to projects sees those in its projects."""
     given: dict[str, Any] = {"state": request.args.getlist("state")}
     if "limit" in request.args:
         given["limit"] = request.args["limit"]
     query = validated(ListQuery, given, top=True)
-    views = list_by_state(services_of().engine, query.state, query.limit)
+    projects = current_client().projects
+    views = list_by_state(services_of().engine, query.state, query.limit, projects=projects)
     return answer(ChangeList, {"changes": [view.as_json() for view in views]})
 
 

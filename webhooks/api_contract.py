@@ -19,6 +19,8 @@ from typing import Any, Literal, TypeVar
 from flask import Blueprint, Flask
 from pydantic import BaseModel
 
+from bot.store.clients import Scope
+
 JSON = "application/json"
 Method = Literal["get", "post", "put", "patch", "delete"]
 #: A JSON Schema written out, for the few answers that have no model (the document itself, an
@@ -59,6 +61,9 @@ class Operation:
     headers: type[BaseModel] | None = None
     #: served without the bearer token (the document says `security: []`)
     public: bool = False
+    #: the scope a client's token must hold (bot/store/clients.py; admin holds every scope);
+    #: the document names it in the operation's `security`
+    scope: Scope | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -76,7 +81,7 @@ class Routes:
 
     bp: Blueprint
     registry: list[Operation] = field(default_factory=lambda: DECLARED)
-    #: endpoint -> its declarations (the blueprint's before_request reads `public` here)
+    #: endpoint -> its declarations (the blueprint's before_request reads `public` and `scope`)
     by_endpoint: dict[str, list[Operation]] = field(default_factory=dict)
 
     def get(self, path: str, **contract: Any) -> Callable[[View], View]:
@@ -106,6 +111,12 @@ class Routes:
         """Whether the endpoint's operations are declared public (an unknown one is not)."""
         declared = self.by_endpoint.get(endpoint or "", [])
         return bool(declared) and all(operation.public for operation in declared)
+
+    def scope_of(self, endpoint: str | None) -> Scope | None:
+        """The scope the endpoint's operations declare (None: a valid token is enough)."""
+        scopes = {operation.scope for operation in self.by_endpoint.get(endpoint or "", [])}
+        assert len(scopes) <= 1, f"{endpoint} declares several scopes: {scopes}"
+        return next(iter(scopes), None)
 
 
 def flask_rule(path: str) -> str:

@@ -188,7 +188,13 @@ class ChangeRequest(BaseModel):
         description="Distinct paths; contents together within the body limit "
         "(GITOPS_MAX_BODY_BYTES).",
     )
-    requested_by: Id
+    requested_by: Id | None = Field(
+        default=None,
+        description="Who asks: the approval request's applicant. Leave it out: the API "
+        "client's name. Only a client created with `--on-behalf` may name someone else (its "
+        "audit rows read `<user> via <client>`); from any other client a different name is "
+        "refused with 422 `invalid` naming this field.",
+    )
     description: (
         Annotated[str, Field(json_schema_extra={"pattern": DESCRIPTION_PATTERN})] | None
     ) = Field(
@@ -284,15 +290,17 @@ class ChangeRequest(BaseModel):
 
 
 def _states(value: Any) -> Any:
-    """Repeated `state` parameters, each possibly comma-separated, upper-cased."""
+    """Repeated `state` parameters, each possibly comma-separated, upper-cased; an empty one
+    (`state=`, `state=MERGING,`) names no state and is refused."""
     if not isinstance(value, list):
         return value
-    return [
-        name
-        for raw in value
-        for name in (part.strip().upper() for part in str(raw).split(","))
-        if name
-    ]
+    names = [part.strip().upper() for raw in value for part in str(raw).split(",")]
+    if "" in names:
+        raise refuse(
+            "must name a state (an empty value is none); one of "
+            + ", ".join(s.value for s in BindingState)
+        )
+    return names
 
 
 def _whole_number(value: Any) -> Any:
@@ -309,7 +317,8 @@ class ListQuery(BaseModel):
 
     state: Annotated[list[BindingState], BeforeValidator(_states)] = Field(
         default_factory=list,
-        description="Repeat (or separate with commas) for several; none: all.",
+        description="Repeat (or separate with commas) for several; left out: all. An empty "
+        "value names no state and is refused.",
     )
     limit: Annotated[int, BeforeValidator(_whole_number)] = Field(
         default=DEFAULT_LIST_LIMIT, ge=1, le=MAX_LIST_LIMIT

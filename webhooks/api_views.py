@@ -49,7 +49,14 @@ class Error(BaseModel):
         description="The operation concerned (in_progress: the one holding the subject and "
         "target; overloaded: the one recorded as failed; idempotency_key_reused: the key's).",
     )
-    project: str | None = Field(default=None, description="The project (project_not_managed).")
+    project: str | None = Field(
+        default=None,
+        description="The request's project (project_not_managed; project_not_allowed on a "
+        "submission).",
+    )
+    scope: str | None = Field(
+        default=None, description="The scope the client's token lacks (insufficient_scope)."
+    )
     problems: list[str] | None = Field(
         default=None,
         description="Every problem of the policy file as `file:line:col: message` "

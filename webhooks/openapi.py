@@ -20,10 +20,12 @@ from flask import Flask
 from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
+from bot.store.clients import Scope
 from webhooks import api_contract
 from webhooks.api_contract import JSON, Operation, Reply, served
 from webhooks.api_models import OperationPath
-from webhooks.api_views import AuthenticateHeader, Error
+from webhooks.api_views import AuthenticateHeader, Error, LocationHeader
+from webhooks.signin import CallbackQuery
 
 _REF = "#/components/schemas/{model}"
 
@@ -44,13 +46,28 @@ _WEBHOOK_RESPONSES = {
     413: Reply("Body larger than the limit.", Error),
     503: Reply("Neither the database nor the queue could take the delivery; send it again.", Error),
 }
-#: A dashboard page: the API token, or a trusted proxy's header (GITOPS_DASHBOARD_HEADER).
+#: A dashboard page: an API client's token with `read`, a GitLab sign-in's session cookie, or a
+#: trusted proxy's header (GITOPS_DASHBOARD_HEADER): webhooks/dashboard_access.py.
 _PAGE_RESPONSES = {
     200: Reply("The page.", _PAGE, media=_HTML),
     401: Reply(
-        "Neither the token nor the proxy header.", _PAGE, headers=AuthenticateHeader, media=_HTML
+        "No client token, GitLab session or proxy header.",
+        _PAGE,
+        headers=AuthenticateHeader,
+        media=_HTML,
+    ),
+    403: Reply(
+        "A client token without `read`, or limited to projects (the dashboard shows every "
+        "project).",
+        _PAGE,
+        media=_HTML,
     ),
 }
+_NO_SIGNIN = Reply(
+    "GitLab sign-in is not set up (GITOPS_OAUTH_CLIENT_ID, GITOPS_OAUTH_CLIENT_SECRET).",
+    _PAGE,
+    media=_HTML,
+)
 
 ELSEWHERE: tuple[Operation, ...] = (
     Operation(
@@ -111,6 +128,7 @@ ELSEWHERE: tuple[Operation, ...] = (
         "The dashboard (HTML): failed, pending, in-flight and recently finished requests.",
         "dashboard",
         _PAGE_RESPONSES,
+        scope=Scope.READ,
     ),
     Operation(
         "get",
@@ -119,7 +137,61 @@ ELSEWHERE: tuple[Operation, ...] = (
         "dashboard",
         {**_PAGE_RESPONSES, 404: Reply("No request has this id.", _PAGE, media=_HTML)},
         path_params=OperationPath,
+        scope=Scope.READ,
     ),
+    Operation(
+        "get",
+        "/auth/login",
+        "Sign in to the dashboard with GitLab: off to GitLab's /oauth/authorize (authorization "
+        "code with PKCE, `state` kept in a signed cookie).",
+        "dashboard",
+        {
+            302: Reply("To GitLab.", headers=LocationHeader, media=_HTML),
+            404: _NO_SIGNIN,
+        },
+        public=True,
+    ),
+    Operation(
+        "get",
+        "/auth/callback",
+        "Where GitLab sends the browser back: the `state` checked against the sign-in started "
+        "in this browser, the code traded once, the user let in (GITOPS_DASHBOARD_USERS, or "
+        "Reporter in a project of GITOPS_PROJECTS) with a session cookie.",
+        "dashboard",
+        {
+            303: Reply("Signed in: to the dashboard.", headers=LocationHeader, media=_HTML),
+            400: Reply(
+                "No sign-in started in this browser, a `state` of another, or no code.",
+                _PAGE,
+                media=_HTML,
+            ),
+            401: Reply("GitLab refused the code or the sign-in.", _PAGE, media=_HTML),
+            403: Reply("The user may not see the dashboard.", _PAGE, media=_HTML),
+            404: _NO_SIGNIN,
+            502: Reply("GitLab could not be reached or read.", _PAGE, media=_HTML),
+        },
+        query=CallbackQuery,
+        public=True,
+    ),
+    Operation(
+        "post",
+        "/auth/logout",
+        "Sign out: the browser's GitLab session cookie is removed.",
+        "dashboard",
+        {200: Reply("Signed out.", _PAGE, media=_HTML)},
+        public=True,
+    ),
+)
+
+
+#: The bearer scheme's description: what each scope an operation names allows.
+SCOPES_TEXT = (
+    "An API client's token (`gitops-bot clients create NAME --scope ...`). Each operation "
+    "names the scope it needs in its `security`: `read` (list and read changes and queues), "
+    "`submit` (request a change), `operate` (retry, cancel), `admin` (promote; holds every "
+    "scope). A valid token without the scope is answered 403 `insufficient_scope`; a client "
+    "limited to projects is answered 403 `project_not_allowed` for a change in another, and "
+    "sees only its projects in lists. GITOPS_API_TOKEN acts as one `admin` client."
 )
 
 
@@ -207,6 +279,8 @@ def operation_object(operation: Operation) -> dict[str, Any]:
     out |= {"summary": operation.summary, "tags": [operation.tag]}
     if operation.public:
         out["security"] = []
+    elif operation.scope is not None:
+        out["security"] = [{"bearer": [operation.scope.value]}]
     parameters = [
         *(_parameters(operation.path_params, "path") if operation.path_params else []),
         *(_parameters(operation.query, "query") if operation.query else []),
@@ -245,7 +319,9 @@ def document(app: Flask, public_url: str = "") -> dict[str, Any]:
         "paths": paths(app),
         "components": {
             "schemas": schemas(),
-            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "securitySchemes": {
+                "bearer": {"type": "http", "scheme": "bearer", "description": SCOPES_TEXT}
+            },
         },
         "security": [{"bearer": []}],
     }

@@ -2,9 +2,11 @@
 queues; one request.
 
 Server-rendered from `templates/pages/` through bot/render/templates.py's HTML environment
-(autoescaped, StrictUndefined), no JavaScript.
-A request gets in with the API token (`Authorization: Bearer`) or, when GITOPS_DASHBOARD_HEADER
-names one, with that header as set by a trusted proxy; anyone else gets the 401 page.
+(autoescaped, StrictUndefined, every hidden character shown as `[U+XXXX]`), no JavaScript.
+A request gets in through a trusted proxy's header (GITOPS_DASHBOARD_HEADER), a GitLab sign-in
+(webhooks/signin.py) or an API client's token with the `read` scope (`Authorization: Bearer`):
+webhooks/dashboard_access.py; anyone else gets the 401 page, a client that may not read
+everything the 403 page.
 """
 
 from __future__ import annotations
@@ -14,9 +16,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from flask import Blueprint, Response, request
+from flask import Blueprint, Response, g, request
 
-from bot.config import Settings
 from bot.core.callbacks import host_of
 from bot.core.diagram import path_diagram
 from bot.core.hints import Hint, hint_for, words
@@ -28,6 +29,8 @@ from bot.render.queue import place_text
 from bot.render.status import StatusView, TimelineEntry, load_status
 from bot.render.templates import get_template
 from bot.render.templates import utc as utc  # the CLI formats moments from here too
+from bot.services import Services
+from bot.store.clients import change_owner
 from bot.store.engine import Engine
 from bot.store.hooks import HooksReport, last_report
 from bot.store.models import utcnow
@@ -35,9 +38,10 @@ from bot.store.outbox import OutboxRow, callback_targets, dead_count, unsent_row
 from bot.store.queries import step_name
 from bot.store.queue import InLine, all_lines, by_line, head_of
 from bot.store.status import ListedRow, overview_rows
-from webhooks.api import bearer_ok
 from webhooks.api_body import OPERATION_ID
 from webhooks.context import services_of
+from webhooks.dashboard_access import Visitor, visitor
+from webhooks.session import configured
 
 bp = Blueprint("pages", __name__)
 
@@ -55,7 +59,7 @@ REFRESH_SECONDS = 60
 _HEADERS = {
     "Content-Security-Policy": (
         "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; "
-        "frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+        "frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
     ),
     "Cache-Control": "no-store",
     "X-Content-Type-Options": "nosniff",
@@ -63,12 +67,22 @@ _HEADERS = {
 }
 
 
-def render(template: str, status: int = 200, **context: Any) -> Response:
-    """One page as an HTML response with the dashboard's security headers."""
-    body = get_template(PAGES + template).render(**context)
-    response = Response(body, status=status, mimetype="text/html")
+#: Where the request's visitor is kept (flask.g) for the pages' header.
+_VISITOR = "dashboard_visitor"
+
+
+def secured(response: Response) -> Response:
+    """The response with the dashboard's security headers."""
     response.headers.update(_HEADERS)
     return response
+
+
+def render(template: str, status: int = 200, **context: Any) -> Response:
+    """One page as an HTML response with the dashboard's security headers; the page's header
+    names the visitor (and offers to sign out of a GitLab session)."""
+    context.setdefault("visitor", getattr(g, _VISITOR, None))
+    body = get_template(PAGES + template).render(**context)
+    return secured(Response(body, status=status, mimetype="text/html"))
 
 
 # -- formatting (the CLI shows the same) ----------------------------------------------------------
@@ -136,19 +150,16 @@ def collapsed_path(view: StatusView) -> list[tuple[BindingState | None, BindingS
 # -- access ---------------------------------------------------------------------------------------
 
 
-def allowed(settings: Settings, headers: Any) -> bool:
-    """The API token as a bearer, or the configured proxy header with a non-empty value."""
-    if bearer_ok(headers.get("Authorization"), settings.api_token):
-        return True
-    name = settings.dashboard_header
-    return bool(name) and bool((headers.get(name) or "").strip())
-
-
 @bp.before_request
 def _authenticate() -> Response | None:
-    if allowed(services_of().settings, request.headers):
+    services = services_of()
+    found = visitor(services, request)
+    if isinstance(found, Visitor):
+        setattr(g, _VISITOR, found)
         return None
-    response = render("unauthorized.html.j2", 401)
+    if found.status == 403:
+        return render("forbidden.html.j2", 403, reason=found.reason)
+    response = render("unauthorized.html.j2", 401, signin=configured(services.settings))
     response.headers["WWW-Authenticate"] = 'Bearer realm="gitops-bot"'
     return response
 
@@ -361,5 +372,12 @@ def change(operation_id: str) -> Response:
         step_name=step_name,
         states=[path[0][0] or "(new)", *[to for _, to, _ in path]] if path else [],
         diagram=path_diagram(path).rstrip("\n"),
+        client=_client_of(services, operation_id),
         now=now,
     )
+
+
+def _client_of(services: Services, operation_id: str) -> str | None:
+    """The API client that submitted the change (None: not through the API)."""
+    owner = change_owner(services.engine, operation_id)
+    return owner.api_client if owner else None

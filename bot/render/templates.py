@@ -4,7 +4,9 @@ kind of output, the kind read from the template's name.
 - Markdown (`*.md.j2`: the status comment, help and command replies, written to GitLab): every
   printed value that is not `Markup` is user text made inert (bot/render/markdown.py's `inert`
   as `finalize`), the filters `code` and `inert`, the template's trailing newline kept.
-- HTML (`pages/*.html.j2`: the dashboard): every printed value HTML-escaped, the filter `utc`.
+- HTML (`pages/*.html.j2`: the dashboard): every printed value HTML-escaped, its hidden
+  characters (bidi and other format characters, controls but the newline) shown as `[U+XXXX]`
+  (`shown` as `finalize`), the filter `utc`.
 
 Both are autoescaped and StrictUndefined (a missing name fails loudly), with trim_blocks and
 lstrip_blocks. `finalize` and `keep_trailing_newline` belong to a whole environment, so each kind
@@ -23,7 +25,9 @@ from pathlib import Path
 from typing import Any, assert_never
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, Template
+from markupsafe import Markup
 
+from bot.core.inert import show_hidden
 from bot.render.markdown import code, inert
 
 #: Where the templates live: `bot/templates`, package data in the wheel; in a checkout a link to
@@ -69,6 +73,14 @@ def utc(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
+def shown(value: Any) -> Any:
+    """A printed text with every hidden character (U+202E, U+2066, `\\r`...) shown as
+    `[U+XXXX]`: a page never reorders or hides what it prints. Anything else as it is."""
+    if isinstance(value, Markup):
+        return Markup(show_hidden(str(value)))
+    return show_hidden(value) if isinstance(value, str) else value
+
+
 @dataclass(frozen=True, slots=True)
 class _Rules:
     """What sets one kind's environment apart."""
@@ -86,7 +98,7 @@ def _rules(kind: Kind) -> _Rules:
                 finalize=inert, keep_trailing_newline=True, filters={"code": code, "inert": inert}
             )
         case Kind.HTML:
-            return _Rules(finalize=None, keep_trailing_newline=False, filters={"utc": utc})
+            return _Rules(finalize=shown, keep_trailing_newline=False, filters={"utc": utc})
         case _:
             assert_never(kind)
 

@@ -1,4 +1,5 @@
-"""Typed models: operations, bindings, audit log, outbox, inbox, deploy signals, flags."""
+"""Typed models: operations, bindings, audit log, outbox, inbox, deploy signals, flags, API
+clients."""
 
 from __future__ import annotations
 
@@ -148,6 +149,9 @@ class Operation(Base):
     #: walked, the `ci_config_path`, each pattern with the include naming it
     #: (bot/app/ci_closure.py CiClosure.to_json); None: not walked yet
     ci_closure: Mapped[Any | None] = mapped_column(JSON(none_as_null=True))
+    #: the API client that submitted it (bot/store/clients.py; None: not through the API, or
+    #: before migration 0013)
+    api_client: Mapped[str | None] = mapped_column(String(64))
     #: the change's files with added/removed line counts and its unified diff (cut at a limit),
     #: fixed before its approval is requested (bot/app/checks/preview.py)
     preview: Mapped[Any | None] = mapped_column(JSON(none_as_null=True))
@@ -307,6 +311,27 @@ class Flag(Base):
     updated_at: Mapped[datetime]
 
 
+class ApiClientRow(Base):
+    """A named client of the REST API: its token's SHA-256 (never the token), its scopes and
+    projects, and whether it may state `requested_by` for users (bot/store/clients.py)."""
+
+    __tablename__ = "api_clients"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    #: hex SHA-256 of the token: a random 256-bit token needs no slow hash, and is found by it
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    #: scope names (`read`, `submit`, `operate`, `admin`)
+    scopes: Mapped[Any] = mapped_column(JSON)
+    #: project paths or numeric ids it may act on; empty: every project the bot manages
+    projects: Mapped[Any] = mapped_column(JSON)
+    on_behalf: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime]
+    revoked_at: Mapped[datetime | None]
+    #: written at most once a minute per client (bot/store/clients.py's TOUCH_SECONDS)
+    last_used_at: Mapped[datetime | None]
+
+
 # Core-level handles for the hot paths (fire, sweeps), typed as Tables for mypy.
 OPERATIONS = cast(Table, Operation.__table__)
 BINDINGS = cast(Table, Binding.__table__)
@@ -317,3 +342,4 @@ DEPLOY_SIGNALS = cast(Table, DeploySignal.__table__)
 FLAGS = cast(Table, Flag.__table__)
 COMMAND_REPLIES = cast(Table, CommandReply.__table__)
 MERGE_QUEUE = cast(Table, QueueEntry.__table__)
+API_CLIENTS = cast(Table, ApiClientRow.__table__)

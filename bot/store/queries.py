@@ -12,6 +12,7 @@ from sqlalchemy.engine import Connection, Engine, RowMapping
 
 from bot.core.hints import Hint, hint_for
 from bot.core.states import BindingState, Step
+from bot.store.clients import project_condition
 from bot.store.models import AUDIT, BINDINGS, OPERATIONS
 
 _ops = OPERATIONS
@@ -142,12 +143,17 @@ def operation_view(
 
 
 def list_by_state(
-    conn: Connection | Engine, states: Collection[BindingState], limit: int = 100
+    conn: Connection | Engine,
+    states: Collection[BindingState],
+    limit: int = 100,
+    *,
+    projects: Collection[str] = (),
 ) -> list[OperationView]:
-    """Operations that own their binding, in any of `states`, newest first (no history)."""
+    """Operations that own their binding, in any of `states`, newest first (no history); with
+    `projects`, only those in one of them (an API client's: bot/store/clients.py)."""
     if isinstance(conn, Engine):
         with conn.connect() as c:
-            return list_by_state(c, states, limit)
+            return list_by_state(c, states, limit, projects=projects)
     query = (
         _VIEW.where(_bindings.c.operation_id == _ops.c.id)
         .order_by(_ops.c.created_at.desc(), _ops.c.id.desc())
@@ -155,6 +161,8 @@ def list_by_state(
     )
     if states:
         query = query.where(_bindings.c.state.in_([s.value for s in states]))
+    if projects:
+        query = query.where(project_condition(projects))
     return [_view(row._mapping, (), with_history=False) for row in conn.execute(query)]
 
 

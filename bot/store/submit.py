@@ -60,6 +60,8 @@ class NewRequest:
     #: where the API submitter is told of each phase change (checked against
     #: GITOPS_CALLBACK_HOSTS before it gets here)
     callback_url: str | None = None
+    #: the API client that submitted it (bot/store/clients.py; None: not through the API)
+    api_client: str | None = None
 
 
 def submit(
@@ -230,6 +232,7 @@ def _operation_row(
         "idempotency_key": request.idempotency_key,
         "request_hash": request.request_hash,
         "callback_url": request.callback_url,
+        "api_client": request.api_client,
         "mr_iid": request.mr_iid,
         "mr_url": request.mr_url,
         "mr_opened_by_bot": False,

@@ -16,6 +16,7 @@ from werkzeug.wrappers import Request, Response
 
 from . import (
     notes,
+    oauth,
     routes_compare,
     routes_mr,
     routes_protected,
@@ -107,6 +108,8 @@ class DoubleApp:
 
     def handle(self, request: Request, raw_path: str) -> tuple[Response, bool]:
         """The answer to one request, and whether it must hang (a timeout fault)."""
+        if raw_path.startswith("/oauth/"):
+            return oauth.answer(self.state, self.lock, request, raw_path), False
         if not raw_path.startswith("/api/v4/"):
             return _response(Reply(404, {"error": "404 Not Found"})), False
         api_path = raw_path[len("/api/v4") :]
@@ -138,9 +141,8 @@ class DoubleApp:
     def _user(self, request: Request) -> User | None:
         """The caller by `PRIVATE-TOKEN` or `Authorization: Bearer`."""
         token = request.headers.get("PRIVATE-TOKEN")
-        auth = request.headers.get("Authorization", "")
-        if token is None and auth.lower().startswith("bearer "):
-            token = auth[len("bearer ") :].strip()
+        if token is None:
+            token = _bearer(request)
         return self.state.user_by_token(token) if token else None
 
     def _dispatch(
@@ -155,6 +157,7 @@ class DoubleApp:
             user = self._user(request)
             if user is None:
                 raise unauthorized()
+            oauth.check_scope(self.state, _bearer(request), request.method, api_path)
             handler, args = router.match(request.method, api_path)
             # the request's own (still encoded) path: pagination links name `group%2Fproject`
             # as one segment, as GitLab's do (request.base_url decodes it)
@@ -162,6 +165,12 @@ class DoubleApp:
             return handler(Ctx(self.state, user, args, params, url, query))
         except ApiError as error:
             return Reply(error.status, None if error.status == 304 else error.body())
+
+
+def _bearer(request: Request) -> str | None:
+    """The token of `Authorization: Bearer`, if any."""
+    auth = request.headers.get("Authorization", "")
+    return auth[len("bearer ") :].strip() if auth.lower().startswith("bearer ") else None
 
 
 def _body(request: Request) -> Any:

@@ -17,6 +17,7 @@ from .app import DoubleApp, HungCall
 from .deliveries import WebhookMixin
 from .faults import Call, FaultPlan, FaultRule, FaultStatus, select
 from .model import PIPELINE_STATUSES, RUNNING_STATUSES, MergeRequest, Project, User
+from .oauth import OAuthMixin
 from .seeding import ProjectRef
 from .state import State
 
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     import responses
 
 
-class GitLabDouble(WebhookMixin):
+class GitLabDouble(WebhookMixin, OAuthMixin):
     """A stateful fake GitLab: seed it, point a client at it, steer it, inspect it."""
 
     def __init__(

@@ -25,8 +25,9 @@ _BODY_HEADERS = {"content-type", "content-length"}
 
 
 def mount(app: DoubleApp, mock: responses.RequestsMock, base_url: str) -> None:
-    """Registers one callback per method for everything under `{base_url}/api/v4/`."""
-    pattern = re.compile(re.escape(base_url.rstrip("/")) + r"/api/v4/.*")
+    """Registers one callback per method for everything under `{base_url}/api/v4/` and
+    `{base_url}/oauth/` (the OAuth provider: oauth.py)."""
+    pattern = re.compile(re.escape(base_url.rstrip("/")) + r"/(?:api/v4|oauth)/.*")
     for method in METHODS:
         mock.add_callback(method, pattern, callback=_Adapter(app), content_type=None)
 

@@ -17,6 +17,7 @@ from urllib.parse import unquote
 from . import repo, trains, webhooks
 from .errors import not_found
 from .model import RUNNING_STATUSES, Access, Commit, Hook, MergeRequest, Pipeline, Project, User
+from .oauth import OAuthState
 
 #: Hook flag that subscribes to each webhook kind.
 EVENT_FLAGS = {
@@ -55,6 +56,8 @@ class State:
         #: set whenever a webhook is queued (a relay waits on it instead of polling)
         self.emitted = threading.Event()
         self._counters: dict[str, Iterator[int]] = {}
+        #: OAuth applications, codes and tokens (oauth.py)
+        self.oauth = OAuthState()
 
     def next_id(self, kind: str, start: int = 1) -> int:
         """The next id in a global sequence per kind (users, projects, mrs, notes, ...)."""
@@ -64,8 +67,10 @@ class State:
     # -- lookups ---------------------------------------------------------------------------
 
     def user_by_token(self, token: str) -> User | None:
-        """The user a token belongs to."""
-        return next((u for u in self.users.values() if u.token and u.token == token), None)
+        """The user a token belongs to (a personal access token, or one OAuth issued)."""
+        found = next((u for u in self.users.values() if u.token and u.token == token), None)
+        oauth_user = self.oauth.user_id(token) if found is None else None
+        return found if oauth_user is None else self.users.get(oauth_user)
 
     def user_named(self, username: str) -> User:
         """A user by username (a test's mistake if unknown)."""

@@ -52,7 +52,6 @@ def test_the_document_states_the_models_limits(api: Api) -> None:
         "target_branch",
         "title",
         "files",
-        "requested_by",
     }
     assert request["additionalProperties"] is False
     assert request["properties"]["files"]["maxItems"] == webhooks.api_models.MAX_FILES

@@ -161,13 +161,46 @@ def test_error_codes_in_the_api_are_documented(api: Api) -> None:
     from pathlib import Path
 
     import webhooks.api
+    import webhooks.api_auth
     import webhooks.api_body
+    import webhooks.api_submit
 
-    source = "".join(
-        Path(module.__file__ or "").read_text() for module in (webhooks.api, webhooks.api_body)
-    )
+    modules = (webhooks.api, webhooks.api_body, webhooks.api_auth, webhooks.api_submit)
+    source = "".join(Path(module.__file__ or "").read_text() for module in modules)
     codes = set(re.findall(r'ApiError\(\s*\d{3},\s*"(\w+)"', source)) | {"invalid"}
     text = str(document(api.app))
     assert codes
     missing = {code for code in codes if f"`{code}`" not in text}
     assert missing == set()
+
+
+#: The scope each REST operation needs (README, "The REST API").
+SCOPES = {
+    "createChange": "submit",
+    "listChanges": "read",
+    "getChange": "read",
+    "listQueues": "read",
+    "retryChange": "operate",
+    "cancelChange": "operate",
+    "promoteChange": "admin",
+}
+
+
+def test_every_api_operation_names_its_scope(api: Api) -> None:
+    """Each non-public REST operation's `security` names the one scope its route checks, and
+    answers 403 as documented; the bearer scheme says what the scopes mean."""
+    doc = document(api.app)
+    found = {
+        op["operationId"]: op["security"]
+        for path, item in doc["paths"].items()
+        for op in item.values()
+        if path.startswith("/api/") and op["operationId"] != "openapi"
+    }
+    assert found == {name: [{"bearer": [scope]}] for name, scope in SCOPES.items()}
+    for path, item in doc["paths"].items():
+        for op in item.values():
+            if path.startswith("/api/") and op.get("security"):
+                assert "403" in op["responses"], op["operationId"]
+                assert "insufficient_scope" in op["responses"]["403"]["description"]
+    described = doc["components"]["securitySchemes"]["bearer"]["description"]
+    assert all(f"`{scope}`" in described for scope in set(SCOPES.values()))

@@ -52,7 +52,8 @@ def test_accepted_change_is_recorded_and_driven(api: Api) -> None:
     assert api.queue.enqueued == [("jobs.drive.drive", (op_id,), f"drive:{op_id}")]
     with api.engine.connect() as conn:
         audit = conn.execute(select(AUDIT).where(AUDIT.c.operation_id == op_id)).one()
-    assert (audit.source, audit.actor) == ("api", "alice")
+    assert (audit.source, audit.actor) == ("api", "alice via GITOPS_API_TOKEN")
+    assert op["api_client"] == "GITOPS_API_TOKEN"
 
 
 def test_flow_follows_the_flag_per_request(api: Api) -> None:
@@ -109,13 +110,11 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
     ("missing branch", change_body(target_branch=None), "target_branch"),
     ("missing title", change_body(title=None), "title"),
     ("missing files", change_body(files=None), "files"),
-    ("missing requester", change_body(requested_by=None), "requested_by"),
     ("unknown field", change_body(flow="mr_first"), "flow"),
     ("subject a number", change_body(subject_id=7), "subject_id"),
     ("project a list", change_body(project=["a"]), "project"),
     ("title an object", change_body(title={"a": 1}), "title"),
     ("description a bool", change_body(description=True), "description"),
-    ("requester null", change_body() | {"requested_by": None}, "requested_by"),
     ("id too long", change_body(subject_id="s" * 256), "subject_id"),
     ("id with a space", change_body(subject_id="my service"), "subject_id"),
     ("id starting with a dash", change_body(target_key="-rf"), "target_key"),

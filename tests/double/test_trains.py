@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -14,28 +14,13 @@ import requests
 import responses
 
 from sim.gitlab import Access, GitLabDouble
+from tests.double import START, Clock
 
 URL = "https://gitlab.example.com"
 API = f"{URL}/api/v4"
 PROJECT = "platform/config"
 P = f"{API}/projects/platform%2Fconfig"
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
-START = datetime(2030, 1, 1, tzinfo=UTC)
-
-
-class Clock:
-    """A clock the test moves."""
-
-    def __init__(self) -> None:
-        self.now = START
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
 
 
 @pytest.fixture

@@ -237,6 +237,23 @@ def test_user_text_is_escaped_on_both_pages(pages: Pages) -> None:
     assert "&lt;img src=x onerror=&#34;alert(2)&#34;&gt;" in pages.text(f"/changes/{op_id}")
 
 
+def test_bidi_and_control_characters_never_reach_the_html(pages: Pages) -> None:
+    """A title and requester holding U+202E, U+2066 and a carriage return are printed with
+    those characters shown as [U+XXXX] on both pages: none reaches the HTML."""
+    op = make_operation(
+        pages.engine,
+        S.MERGING,
+        title="Scale \u202eexe.txt\u2069 \u2066rtl\u2069 and\rmore",
+        requested_by="mallory\u202e",
+    )
+    for path in ("/", f"/changes/{op}"):
+        body = pages.text(path)
+        for hidden in ("\u202e", "\u2066", "\u2069", "\r"):
+            assert hidden not in body, (path, hidden)
+        assert "[U+202E]exe.txt[U+2069]" in body, path
+    assert "mallory[U+202E]" in pages.text(f"/changes/{op}")
+
+
 def test_unknown_or_malformed_ids_get_the_404_page(pages: Pages) -> None:
     """An id nobody has, and one that is not an id, answer the 404 page (escaped)."""
     missing = pages.get(f"/changes/{uuid.uuid4()}")

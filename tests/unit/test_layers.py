@@ -35,6 +35,8 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "bot.policy": ("bot.core", *KERNEL),
     # API submitters' callback receivers, signed as the approval system signs to us
     "bot.notify": ("bot.core", "bot.approval.callback", *KERNEL),
+    # GitLab as the dashboard's identity provider: the OAuth token exchange and who signed in
+    "bot.oauth": ("bot.core", *KERNEL),
     # deliveries in (parsing, storing, the ack path's group commit) and text out
     "bot.ingress": ("bot.core", "bot.store", *KERNEL),
     "bot.render": ("bot.core", "bot.store", "bot.gitlab.notes", *KERNEL),
@@ -60,7 +62,7 @@ ONLY_IN: dict[str, tuple[str, ...]] = {
     "rq": ("jobs",),
     "flask": ("webhooks", "gitops_bot.runner", "gitops_bot.wsgi"),
     "gitlab": ("bot.gitlab",),
-    "requests": ("bot.gitlab", "bot.approval", "bot.notify"),
+    "requests": ("bot.gitlab", "bot.approval", "bot.notify", "bot.oauth"),
     "jinja2": ("bot.render",),
 }
 

@@ -19,7 +19,8 @@ from bot.core.states import Flow
 
 TIMESTAMP_HEADER = "X-Approval-Timestamp"
 SIGNATURE_HEADER = "X-Approval-Signature"
-#: Seconds a callback's timestamp may be away from our clock, either way (DESIGN §6: 5 minutes).
+#: Seconds a callback's timestamp may be away from our clock, either way (5 minutes, as
+#: docs/approval-protocol.md says).
 REPLAY_WINDOW = 300
 #: A callback is a few hundred bytes; anything past this is not one.
 MAX_CALLBACK_BYTES = 64 * 1024

@@ -1,4 +1,5 @@
-"""The one mapping from binding state to the MR's scoped phase label (DESIGN §7); pure."""
+"""The one mapping from binding state to the MR's scoped phase label (the README's "On the merge
+request"); pure."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The approve component (DESIGN §8): one approve call, two implementations picked per call.
+"""The approve component: one approve call, two implementations picked per call.
 
 `python-gitlab` calls `mr.approve(sha=...)`; `direct` POSTs `{sha, check_items}` itself, with the
 check items read from a configuration endpoint and cached per project. A 422 whose body lists

@@ -17,7 +17,8 @@ def test_every_state_has_exactly_one_label() -> None:
 
 
 def test_the_eight_phase_labels_of_the_design() -> None:
-    """ALL_LABELS is exactly DESIGN §7's list, each named in words for the status comment."""
+    """ALL_LABELS is exactly the README's list of phase labels, each named in words for the
+    status comment."""
     assert ALL_LABELS == (
         "gitops::awaiting-approval",
         "gitops::checking",
@@ -53,5 +54,5 @@ def test_label_change_adds_one_and_removes_all_others(state: BindingState) -> No
     ],
 )
 def test_states_that_share_a_phase(state: BindingState, label: str) -> None:
-    """States are grouped into phases as DESIGN §7 names them."""
+    """States are grouped into phases as the README names them."""
     assert label_for(state) == label

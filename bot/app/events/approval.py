@@ -1,4 +1,4 @@
-"""The approval callback guard (DESIGN §6): only the owner, while it waits for approval, moves.
+"""The approval callback guard: only the owner, while it waits for approval, moves.
 
 And only by its own approval: a callback whose approval id, ext.mrId or ext.change.digest is
 not the operation's is a mismatch (audited, counted in gitops_callback_mismatch_total).

@@ -48,7 +48,7 @@ STEPS: dict[Action, Callable[[StepContext], bool]] = {
     Action.POLL_PENDING: handling.poll_pending,
 }
 
-#: The failure each step writes when it cannot go on (DESIGN §9: every exit leaves a state).
+#: The failure each step writes when it cannot go on (every exit of a step leaves a state).
 DECLARED_FAILURE: dict[Action, Event] = {
     Action.SUBMIT_APPROVAL: Event.APPROVAL_SUBMIT_FAILED,
     Action.CREATE_MR: Event.CREATE_ERROR,

@@ -142,3 +142,16 @@ def test_the_change_limit_leaves_each_remaining_file_a_problem(on: Any) -> None:
     assert [p.split(":", 1)[0] for p in found] == ["f0.yaml", "f1.yaml", "f2.yaml", BROKEN.path]
     spent = "checks: not checked: the checks of this change took more than 0.5 s"
     assert found[2:] == [f"f2.yaml:1:1: {spent}", f"other/broken.json:1:1: {spent}"]
+
+
+def test_the_steps_lease_is_renewed_between_files() -> None:
+    """A change's checks may take up to 30 s, past the step's 30 s lease: the heartbeat runs
+    before each file, so a slow hostile change never loses its lease mid-check (which would
+    have the sweep run the same checks again, for ever)."""
+    from bot.heartbeat import beating
+
+    beats: list[str] = []
+    files = [ChangedFile(f"config/{n}.json", '{"a": 1}') for n in range(3)]
+    with beating(lambda: beats.append("beat")):
+        assert check_files([*files, ChangedFile("gone.json", None)], [], lambda _: None) == []
+    assert beats == ["beat"] * 3  # one per file checked, none for a deletion

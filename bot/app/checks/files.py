@@ -22,6 +22,7 @@ from bot.app.checks.schema import validate_schema
 from bot.app.checks.syntax import SyntaxProblem, parse
 from bot.core.identity import DELETE
 from bot.core.path_policy import included_by
+from bot.heartbeat import beat
 from bot.policy import Policy
 
 #: The most problems reported for one change (the error detail and the status comment are short).
@@ -102,6 +103,7 @@ def check_files(
     for file in files:
         if file.content is None:
             continue
+        beat()  # a file's checks may take MAX_FILE_SECONDS: the step's lease is renewed between
         if clock.spent():
             problems.append(Problem(file.path, 1, 1, "checks", clock.change_spent()))
             continue

@@ -67,6 +67,14 @@ def decide_finished(mr: MrView) -> StepDecision | None:
     return None
 
 
+def rebases_first(op: OperationRow, mr: MrView) -> bool:
+    """Whether handling the MR as read starts with a rebase, not an approval or a merge: it is
+    behind its target (a fast-forward project after another merge) and not approved on this
+    head yet -- approving first would be done again on the rebased head."""
+    approved = op.step is Step.HANDLE_APPROVED and op.progress.get("sha") == mr.sha
+    return not approved and mr.detailed_merge_status == "need_rebase" and not mr.rebase_in_progress
+
+
 def decide_handle(op: OperationRow, mr: MrView, verdict: Verdict) -> StepDecision:
     """The open MR checked against the approved change: stop, approve the checked head (a new
     head starts its approvals afresh), or -- approved on that head -- merge it; a head GitLab
@@ -77,9 +85,7 @@ def decide_handle(op: OperationRow, mr: MrView, verdict: Verdict) -> StepDecisio
     progress: dict[str, Any] = dict(op.progress)
     if op.step is Step.HANDLE_APPROVED and progress.get("sha") == sha:
         return Merge(sha, mr, progress)
-    if mr.detailed_merge_status == "need_rebase" and not mr.rebase_in_progress:
-        # behind its target (a fast-forward project after another merge): approving first
-        # would be done again on the rebased head, so the rebase comes first
+    if rebases_first(op, mr):
         return Rebase(sha, progress)
     if progress.get("sha") != sha:  # a new head needs new approvals
         progress = {

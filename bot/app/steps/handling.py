@@ -23,6 +23,7 @@ from bot.app.steps.decide import (
     decide_rebase,
     decide_unfollowed_rebase,
     needs_recheck,
+    rebases_first,
 )
 from bot.app.steps.decisions import Poll
 from bot.app.steps.integrity import check_mr
@@ -51,7 +52,10 @@ def handle(ctx: StepContext) -> bool:
         finished = decide_unfollowed_rebase(op)
     if finished is not None:
         return perform(ctx, finished)
-    return perform(ctx, decide_handle(op, mr, check_mr(ctx, project, mr)))
+    # a rebase is asked for before any approval or merge: the check before it need not read the
+    # target branch's head (the checks before approving and merging do, on the rebased head)
+    final = not rebases_first(op, mr)
+    return perform(ctx, decide_handle(op, mr, check_mr(ctx, project, mr, final=final)))
 
 
 def poll_rebase(ctx: StepContext) -> bool:
@@ -74,7 +78,9 @@ def poll_rebase(ctx: StepContext) -> bool:
         decision = decide_rebase(status)
     else:
         mr = status.mr or read_mr(project, op.mr_iid)  # the poll's own read serves
-        verdict = check_mr(ctx, project, mr) if needs_recheck(op, mr) else None
+        # the rebased head's content is verified; the pipeline's wait comes next, and the
+        # check before approving reads the target branch's head
+        verdict = check_mr(ctx, project, mr, final=False) if needs_recheck(op, mr) else None
         decision = decide_rebase(status, mr, verdict)
     if isinstance(decision, Poll) and not continues_wait(ctx) and decision.kind == waiting_for(op):
         return False  # an MR event's extra look: the scheduled one still comes

@@ -96,15 +96,25 @@ def read_identity(project: Project, op: OperationRow, head: str) -> ChangeIdenti
 
 
 def check_mr(
-    ctx: StepContext, project: Project, mr: MrView, *, compared_at: str | None = None
+    ctx: StepContext,
+    project: Project,
+    mr: MrView,
+    *,
+    compared_at: str | None = None,
+    final: bool = True,
 ) -> Verdict:
     """Checks the MR as just read against the approved identity; records a newly verified head.
     `compared_at`: the target's head commit an earlier check of this step compared this verified
     head with; when the target is still there, the comparison of the same two commits (and the
     CI closure at the same commit) is what it was, and is not asked for again.
+    `final=False`: no approval or merge follows in this step (a rebase is asked for, or the
+    rebased head waits for its pipeline): the MR is compared with the target branch by name and
+    the CI closure is left to the final checks, which read the branch's head commit (a tag
+    shadowing the name could only make this check refuse, or record a head as verified whose
+    content hashes it checked itself; the final checks compare again by commit).
 
-    Calls: none when a branch or the head is already wrong; else one compare and one read of
-    the target branch, plus one read per approved path when the head was not verified before
+    Calls: none when a branch or the head is already wrong; else one compare and (final) one
+    read of the target branch, plus one read per approved path when the head was not verified before
     (after the bot's own rebase), plus the CI configuration's files when the target branch
     moved since they were walked.
     """
@@ -130,7 +140,8 @@ def check_mr(
         )
     if reasons:
         return Verdict(head, tuple(reasons))
-    target = read_branch(project, identity.target_branch).sha  # by commit: no tag shadows it
+    # the final checks compare by commit (no tag shadows it), the others by the branch's name
+    target = read_branch(project, identity.target_branch).sha if final else identity.target_branch
     if compared_at == target and head == op.verified_sha:
         return Verdict(head, (), target)  # two commits compare alike every time
     try:
@@ -142,14 +153,15 @@ def check_mr(
     reasons = differences(
         identity, target_branch=mr.target_branch, changes=comparison.changes, contents=contents
     )
-    reasons += _policy(ctx, project, comparison, identity, target)
+    if final:
+        reasons += _policy(ctx, project, comparison, identity, target)
     if not reasons and not verified_before:
         touch(ctx.services.engine, op.id, verified_sha=head)
         log.info(
             "head verified against the approved change",
             extra={"operation_id": op.id, "head": head, "rebased": ours},
         )
-    return Verdict(head, tuple(reasons), target)
+    return Verdict(head, tuple(reasons), target if final else None)
 
 
 def _approved_paths(identity: ChangeIdentity) -> list[str]:

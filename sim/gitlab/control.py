@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from . import mr_ops, notes, protection, repo, trains
+from .control_flow import FlowControlMixin
 from .model import (
     PIPELINE_STATUSES,
     Deployment,
@@ -15,10 +16,10 @@ from .model import (
     ProtectedBranch,
     TrainCar,
 )
-from .seeding import ProjectRef, SeedingMixin, UserRef
+from .seeding import ProjectRef, UserRef
 
 
-class ControlMixin(SeedingMixin):
+class ControlMixin(FlowControlMixin):
     """People's actions, GitLab's own moves, and state peeks; all under the double's lock."""
 
     def add_note(
@@ -140,19 +141,22 @@ class ControlMixin(SeedingMixin):
         status: str = "success",
         sha: str | None = None,
         user: UserRef = "root",
+        ref: str | None = None,
     ) -> Deployment:
-        """Records a deployment (default: the default branch head); queues the Deployment Hook."""
+        """Records a deployment of `ref` (a branch or tag; the default branch by default) at
+        `sha` (default: that branch's head) to `environment`; queues the Deployment Hook."""
         with self.lock:
             p = self._p(project)
             actor = self._u(user)
-            head = sha or p.branches[p.default_branch]
+            branch = ref or p.default_branch
+            head = sha or p.branches.get(branch) or p.tags[branch]
             deployment = Deployment(
                 self.state.next_id("deployment", 20),
                 p.id,
                 environment,
                 status,
                 head,
-                p.default_branch,
+                branch,
                 actor.id,
                 self.state.next_id("job", 900),
                 self.state.clock(),

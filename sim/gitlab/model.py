@@ -18,12 +18,27 @@ class Access(IntEnum):
     OWNER = 50
 
 
-#: Pipeline statuses that still block a merge (`ci_still_running`).
+#: Pipeline statuses that still block a merge (`ci_still_running`): not complete, not blocked.
+#: `waiting_for_callback` (GitLab 16.6, gitlab-org/gitlab!134605) is one of Ci::HasStatus's
+#: ACTIVE_STATUSES; `canceling` (behind `ci_canceling_status`, on by default from 17.0,
+#: gitlab-org/gitlab!152387) is alive but not complete: the pipeline runs its `after_script`s
+#: and ends `canceled` (GitLab: app/models/concerns/ci/has_status.rb).
 RUNNING_STATUSES = frozenset(
-    {"created", "waiting_for_resource", "preparing", "pending", "running", "scheduled"}
+    {
+        "created",
+        "waiting_for_resource",
+        "preparing",
+        "waiting_for_callback",
+        "pending",
+        "running",
+        "scheduled",
+        "canceling",
+    }
 )
-#: Every status `set_pipeline` accepts.
-PIPELINE_STATUSES = RUNNING_STATUSES | {"success", "failed", "canceled", "skipped", "manual"}
+#: Ci::HasStatus::COMPLETED_STATUSES: a pipeline that ended (`manual` is blocked, not complete).
+COMPLETED_STATUSES = frozenset({"success", "failed", "canceled", "skipped"})
+#: Every status `set_pipeline` accepts (Ci::HasStatus::AVAILABLE_STATUSES).
+PIPELINE_STATUSES = RUNNING_STATUSES | COMPLETED_STATUSES | {"manual"}
 #: Hook event flags GitLab stores on a project hook, with their defaults.
 HOOK_FLAGS: dict[str, bool] = {
     "push_events": True,
@@ -90,6 +105,10 @@ class Pipeline:
     mr_iid: int | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
+    #: a merged results pipeline (`merged_result_pipeline?`: `target_sha` present): the MR head
+    #: and the target head its merge-ref commit (`sha`) merges (GitLab: app/models/ci/pipeline.rb)
+    source_sha: str | None = None
+    target_sha: str | None = None
 
 
 @dataclass
@@ -189,6 +208,27 @@ class MergeRequest:
     #: who set auto-merge (the train car's user once it joins)
     auto_merge_user_id: int | None = None
     squash: bool = False
+    #: the squash commit a squashed merge made (`squash_commit_sha` in the API, not in hooks)
+    squash_commit_sha: str | None = None
+    #: the head GitLab's own rebase produced (`rebase_commit_sha`): a push of exactly it keeps
+    #: the approvals even with `reset_approvals_on_push`
+    rebase_commit_sha: str | None = None
+    #: with asynchronous effects: the pipeline `head_pipeline` shows (attached by
+    #: MergeRequests::UpdateHeadPipelineWorker), which may belong to an older head
+    head_pipeline_id: int | None = None
+    #: with asynchronous effects: "unchecked" (a push marked it) or "checking" (a read asked for
+    #: a recheck) until the mergeability check runs; None once checked
+    merge_check: str | None = None
+    #: with asynchronous effects: approvals are being reset after a push
+    #: (`temporarily_unapproved?`): `detailed_merge_status` says `approvals_syncing` and the
+    #: approvals are still listed until MergeRequestResetApprovalsWorker deletes them
+    approvals_syncing: bool = False
+    #: the merge-ref commit (`refs/merge-requests/:iid/merge`) of the last merged results pipeline
+    merge_ref_sha: str | None = None
+    #: `merge_after` (GitLab 17.5+): `detailed_merge_status` is `merge_time` until then
+    merge_after: datetime | None = None
+    #: external status check responses: (check id, head sha) -> "passed" / "failed"
+    status_check_responses: dict[tuple[int, str], str] = field(default_factory=dict)
 
     @property
     def draft(self) -> bool:
@@ -253,6 +293,29 @@ class ProtectedBranch:
 
 
 @dataclass
+class StatusCheck:
+    """An external status check (Ultimate): a service asked about every MR head."""
+
+    id: int
+    name: str
+    external_url: str
+
+
+@dataclass
+class Job:
+    """A piece of GitLab's asynchronous work (a Sidekiq job) the double runs when it falls due:
+    `attach_head_pipeline`, `mergeability_check` or `reset_approvals` for one MR."""
+
+    due: datetime
+    seq: int
+    kind: str
+    project_id: int
+    mr_iid: int
+    #: `reset_approvals`: the users whose approvals it deletes (those given before the push)
+    payload: tuple[int, ...] = ()
+
+
+@dataclass
 class Project:
     """A project and its repository refs, MRs, pipelines, hooks and settings."""
 
@@ -292,6 +355,16 @@ class Project:
     #: "private" hides the project from non-members (GitLab answers 404 "Project Not Found");
     #: "internal" shows it to every signed-in user
     visibility: str = "internal"
+    #: GitLab's asynchronous effects for this project: None follows the double's switch
+    async_effects: bool | None = None
+    #: `squash_option`: "never", "always", "default_on" or "default_off" (the MR's `squash`)
+    squash_option: str = "default_off"
+    #: branches whose pushes run a branch pipeline (ref the branch name, source `push`)
+    branch_pipelines: set[str] = field(default_factory=set)
+    #: external status checks (Ultimate) by id, and whether they must pass before a merge
+    #: (`only_allow_merge_if_all_status_checks_passed`)
+    status_checks: dict[int, StatusCheck] = field(default_factory=dict)
+    status_checks_must_pass: bool = False
 
     @property
     def name(self) -> str:

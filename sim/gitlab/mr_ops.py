@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from . import protection, repo, trains
+from . import flow, protection, repo, trains
 from .errors import ApiError, forbidden, not_found, unauthorized
 from .model import Access, MergeRequest, Project, User
 
@@ -191,12 +191,15 @@ def merge(
     sha: str | None = None,
     remove_source_branch: bool | None = None,
     message: str | None = None,
+    squash: bool | None = None,
 ) -> None:
     """PUT /merge: 401 (may not merge into the target: too low a role, or a protected target
     branch whose push and merge lists leave the caller out), 405 not mergeable, 406/422
-    conflict, 422 need_rebase, 409 stale sha."""
+    conflict, 422 need_rebase, 409 stale sha. The merge's result follows the merge method and
+    squashing (`merge_result`)."""
     if not protection.can_merge(state, project, actor, mr.target_branch):
         raise unauthorized()
+    flow.check_now(state, project, mr)  # `mergeable?` checks mergeability synchronously
     status = state.detailed_status(project, mr)
     if status == "conflict":
         raise ApiError(406 if state.mode == "old" else 422, "Branch cannot be merged")
@@ -206,19 +209,9 @@ def merge(
         raise ApiError(405, "405 Method Not Allowed")
     if sha is not None and sha != mr.sha:
         raise ApiError(409, "SHA does not match HEAD of source branch")
-    target = project.branches[mr.target_branch]
-    mr.diff_base_sha = repo.merge_base(state.commits, target, mr.sha)
-    if project.merge_method == "ff":
-        # A fast-forward creates no merge commit: GitLab leaves merge_commit_sha null.
-        new_head = mr.sha
-    else:
-        default = (
-            f"Merge branch '{mr.source_branch}' into '{mr.target_branch}'\n\n{mr.title}\n\n"
-            f"See merge request {project.path}!{mr.iid}"
-        )
-        tree = repo.combined_tree(state.commits, mr.sha, target)
-        commit = state.make_commit((target, mr.sha), tree, message or default, actor.id)
-        new_head = mr.merge_commit_sha = commit.sha
+    if squash:
+        mr.squash = True  # the API stores `squash` on the MR before merging
+    new_head = merge_result(state, project, mr, actor, message)
     mr.state = "merged"
     mr.merged_by_id = actor.id
     mr.merged_at = mr.updated_at = state.clock()
@@ -229,6 +222,39 @@ def merge(
     if remove and protection.can_delete(state, source, actor, mr.source_branch):
         source.branches.pop(mr.source_branch, None)
     state.emit(project, "merge_request", mr=mr, actor=actor, action="merge")
+
+
+def merge_result(
+    state: State, project: Project, mr: MergeRequest, actor: User, message: str | None
+) -> str:
+    """The commits a merge makes and the target's new head, as
+    MergeRequests::MergeStrategies::FromSourceBranch#execute_git_merge! makes them:
+
+    - squashing first squashes the MR into one commit on the target's head (Gitaly UserSquash:
+      the head rebased onto the start commit), recorded as `squash_commit_sha`;
+    - `ff` (fast-forward) moves the target to the (squashed) head: no merge commit,
+      `merge_commit_sha` stays null in the API and the MR Hook;
+    - `merge` and `rebase_merge` (semi-linear, which first needs the head up to date) make a
+      merge commit [target head, (squashed) head], recorded as `merge_commit_sha`.
+    """
+    commits = state.commits
+    target = project.branches[mr.target_branch]
+    mr.diff_base_sha = repo.merge_base(commits, target, mr.sha)
+    source = mr.sha
+    if flow.squash_on_merge(project, mr):
+        tree = repo.combined_tree(commits, mr.sha, target)
+        squashed = state.make_commit((target,), tree, mr.title, mr.author_id)
+        source = mr.squash_commit_sha = squashed.sha
+    if project.merge_method == "ff":
+        return source
+    default = (
+        f"Merge branch '{mr.source_branch}' into '{mr.target_branch}'\n\n{mr.title}\n\n"
+        f"See merge request {project.path}!{mr.iid}"
+    )
+    tree = repo.combined_tree(commits, source, target)
+    commit = state.make_commit((target, source), tree, message or default, actor.id)
+    mr.merge_commit_sha = commit.sha
+    return commit.sha
 
 
 def start_rebase(state: State, project: Project, mr: MergeRequest, actor: User) -> None:
@@ -280,6 +306,7 @@ def complete_rebase(
     head = state.commits[mr.sha]
     tree = repo.combined_tree(state.commits, mr.sha, target)
     commit = state.make_commit((target,), tree, head.message, head.author_id)
+    mr.rebase_commit_sha = commit.sha  # a push of exactly this head keeps the approvals
     source = state.projects[mr.source_project_id]
     state.move_branch(source, mr.source_branch, commit.sha, state.users[mr.author_id])
 

@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from . import flow
 from .model import Deployment, MergeRequest, Note, Pipeline, Project, User
 
 if TYPE_CHECKING:
@@ -45,7 +46,8 @@ def project(state: State, p: Project) -> JSON:
         "visibility_level": 10,
         "path_with_namespace": p.path,
         "default_branch": p.default_branch,
-        "ci_config_path": "",
+        # Project#hook_attrs: the setting as stored (the documented examples show "" unset)
+        "ci_config_path": p.ci_config_path or "",
         "homepage": url,
         "url": ssh,
         "ssh_url": ssh,
@@ -198,7 +200,11 @@ def fill_pipeline(
         "id": pl.id,
         "iid": pl.iid,
         "name": f"Pipeline for merge request !{mr.iid}" if mr else f"Pipeline for {pl.ref}",
-        "ref": pl.ref,
+        # DataBuilder::Pipeline#hook_attrs sends `source_ref`: an MR pipeline's source branch
+        # (its `refs/merge-requests/:iid/...` ref only in the API), a branch pipeline's branch;
+        # `sha` is what it ran on: a merged results pipeline's merge-ref commit
+        # (GitLab: lib/gitlab/data_builder/pipeline.rb, app/models/ci/pipeline.rb)
+        "ref": flow.source_ref(p, pl),
         "sha": pl.sha,
         "before_sha": pl.before_sha,
         "source": pl.source,
@@ -244,3 +250,7 @@ def fill_deployment(state: State, payload: JSON, p: Project, d: Deployment) -> N
         "commit_title": commit.title if commit else "",
     }
     payload.update(overlay(payload, ours))
+    # DataBuilder::Deployment ends with the deployment's `ref` (a branch or tag name; absent
+    # from the documented example, sent since GitLab 15.x; GitLab:
+    # lib/gitlab/data_builder/deployment.rb). No full sha: `short_sha` and `commit_url`.
+    payload["ref"] = d.ref

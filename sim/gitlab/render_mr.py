@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from . import repo
+from . import flow, repo
 from .model import Access, Award, MergeRequest, Note, Project, TrainCar, User
 from .render import JSON, pipeline, ts, user
 
@@ -15,7 +15,11 @@ if TYPE_CHECKING:
 def merge_request(
     state: State, p: Project, mr: MergeRequest, *, detail: bool = True, viewer: User | None = None
 ) -> JSON:
-    """A merge request: the list shape, or the single-MR shape with `detail`."""
+    """A merge request: the list shape, or the single-MR shape with `detail`. Like GitLab's
+    entity, the single-MR shape asks for a recheck of an unchecked MR before answering (it
+    shows `checking`); the list does not (GitLab 13.0+, without `with_merge_status_recheck`)."""
+    if detail:
+        flow.read_for_recheck(mr)
     status = state.detailed_status(p, mr)
     users = state.users
     merged_by = user(state, users[mr.merged_by_id]) if mr.merged_by_id else None
@@ -52,8 +56,9 @@ def merge_request(
         "merge_status": state.merge_status(p, mr),
         "detailed_merge_status": status,
         "sha": mr.sha,
+        "merge_after": ts(mr.merge_after),
         "merge_commit_sha": mr.merge_commit_sha,
-        "squash_commit_sha": None,
+        "squash_commit_sha": mr.squash_commit_sha,
         "discussion_locked": None,
         "should_remove_source_branch": None,
         "force_remove_source_branch": mr.remove_source_branch,
@@ -65,7 +70,7 @@ def merge_request(
         },
         "web_url": state.mr_url(p, mr),
         "squash": mr.squash,
-        "squash_on_merge": False,
+        "squash_on_merge": flow.squash_on_merge(p, mr),
         "has_conflicts": state.has_conflicts(p, mr),
         "blocking_discussions_resolved": True,
         "approvals_before_merge": None,
@@ -81,7 +86,7 @@ def _mr_detail(state: State, p: Project, mr: MergeRequest, viewer: User | None) 
     base = repo.merge_base(state.commits, mr.sha, target) if target else None
     base_tree = state.commits[base].tree if base else {}
     changes = repo.diff(base_tree, state.commits[mr.sha].tree)
-    head = state.head_pipeline(p, mr)
+    head = flow.shown_head_pipeline(state, p, mr)
     can_merge = viewer is not None and state.access(p, viewer.id) >= Access.DEVELOPER
     return {
         "subscribed": False,

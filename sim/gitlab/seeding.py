@@ -69,12 +69,22 @@ class SeedingMixin:
         protect_default: bool = True,
         ci_config_path: str | None = None,
         visibility: str = "internal",
+        merge_pipelines: bool = False,
+        squash_option: str = "default_off",
+        branch_pipelines: Iterable[str] = (),
+        async_effects: bool | None = None,
     ) -> Project:
         """A project whose default branch holds `files` (one initial commit); `visibility`
         "private" hides it from non-members. The default branch is protected as GitLab's
         default `default_branch_protection_defaults` ("fully protected": push and merge for
         Maintainers, no force push) protects it when it is first created;
-        `protect_default=False` is an instance set to "not protected"."""
+        `protect_default=False` is an instance set to "not protected".
+
+        The flow's settings (control_flow.py): `merge_method` ("merge", "rebase_merge", "ff"),
+        `merge_pipelines` (merged results pipelines, Premium), `squash_option`,
+        `pipeline_must_succeed`, `reset_approvals_on_push`, `branch_pipelines` (branches whose
+        pushes run a branch pipeline) and `async_effects` (GitLab's asynchronous effects for
+        this project; None follows the double's switch)."""
         with self.lock:
             state = self.state
             project = Project(state.next_id("project"), path, default_branch, state.clock())
@@ -85,6 +95,10 @@ class SeedingMixin:
             project.reset_approvals_on_push = reset_approvals_on_push
             project.ci_config_path = ci_config_path
             project.visibility = visibility
+            project.merge_pipelines_enabled = merge_pipelines
+            project.squash_option = squash_option
+            project.branch_pipelines = set(branch_pipelines)
+            project.async_effects = async_effects
             state.projects[project.id] = project
             if "root" not in {u.username for u in state.users.values()}:
                 self.add_user("root", name="Administrator")

@@ -14,9 +14,20 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import unquote
 
-from . import repo, trains, webhooks
+from . import flow, repo, trains, webhooks
 from .errors import not_found
-from .model import RUNNING_STATUSES, Access, Commit, Hook, MergeRequest, Pipeline, Project, User
+from .model import (
+    COMPLETED_STATUSES,
+    RUNNING_STATUSES,
+    Access,
+    Commit,
+    Hook,
+    Job,
+    MergeRequest,
+    Pipeline,
+    Project,
+    User,
+)
 from .oauth import OAuthState
 
 #: Hook flag that subscribes to each webhook kind.
@@ -45,6 +56,14 @@ class State:
         self.pipeline_result = "success"
         #: seconds a queued rebase takes before it completes by itself (None: never)
         self.rebase_seconds: float | None = None
+        #: GitLab's asynchronous effects (flow.py) for every project without its own setting,
+        #: and how long each takes on the double's clock
+        self.async_effects = False
+        self.head_pipeline_attach_seconds: float = 0
+        self.mergeability_check_seconds: float = 0
+        self.approval_reset_seconds: float = 10
+        #: queued asynchronous work (flow.py), run by `timing.run_due` or `flow.run_all`
+        self.jobs: list[Job] = []
         self.users: dict[int, User] = {}
         self.projects: dict[int, Project] = {}
         self.commits: dict[str, Commit] = {}
@@ -142,7 +161,10 @@ class State:
         return commit
 
     def move_branch(self, project: Project, branch: str, sha: str, actor: User) -> None:
-        """Points a branch at `sha` and updates the open MRs whose source it is."""
+        """Points a branch at `sha` and updates the open MRs whose source it is (and, with
+        asynchronous effects, marks those it is the target of unchecked); a branch with branch
+        pipelines gets one."""
+        before = project.branches.get(branch)
         project.branches[branch] = sha
         for target in self.projects.values():
             for mr in target.mrs.values():
@@ -153,6 +175,11 @@ class State:
                     and mr.sha != sha
                 ):
                     self.on_new_head(target, mr, sha, mr.sha, actor)
+        for mr in project.mrs.values():
+            if mr.target_branch == branch and before != sha:
+                flow.mark_unchecked(self, project, mr)
+        if branch in project.branch_pipelines and before != sha:
+            self.create_branch_pipeline(project, branch, actor, before)
         trains.on_change(self, project)  # a target moved outside its train: the cars rebuild
 
     def on_new_head(
@@ -163,8 +190,8 @@ class State:
         mr.rebase_failed = False
         mr.merge_error = None
         mr.updated_at = self.clock()
-        if project.reset_approvals_on_push:
-            mr.approvals.clear()
+        flow.mark_unchecked(self, project, mr)
+        flow.reset_approvals_on_push(self, project, mr, sha)
         self.emit(project, "merge_request", mr=mr, actor=actor, action="update", oldrev=before)
         trains.on_new_head(self, project, mr)  # it leaves its merge train, if on one
         self.create_pipeline(project, mr, actor, before)
@@ -174,27 +201,66 @@ class State:
     def create_pipeline(
         self, project: Project, mr: MergeRequest, actor: User, before: str | None = None
     ) -> Pipeline | None:
-        """A new MR pipeline for the head (status from `new_pipeline_status`)."""
+        """A new MR pipeline for the head (status from `new_pipeline_status`): on the merge ref
+        with merged results pipelines (flow.merge_ref), else detached on the head. It becomes
+        the head pipeline at once, or (asynchronous effects) when its attach job runs."""
         if not project.pipelines_enabled:
             return None
+        merged = flow.merge_ref(self, project, mr) if flow.merged_results(self, project) else None
+        pipeline = self._new_pipeline(
+            project,
+            sha=merged.sha if merged else mr.sha,
+            ref=f"refs/merge-requests/{mr.iid}/{'merge' if merged else 'head'}",
+            source="merge_request_event",
+            actor=actor,
+            before=before,
+        )
+        pipeline.mr_iid = mr.iid
+        if merged is not None:
+            pipeline.target_sha, pipeline.source_sha = merged.parents
+        if flow.is_async(self, project):
+            flow.schedule(
+                self, project, mr, "attach_head_pipeline", self.head_pipeline_attach_seconds
+            )
+        else:
+            mr.head_pipeline_id = pipeline.id
+        self.set_pipeline_status(project, pipeline, self.new_pipeline_status)
+        return pipeline
+
+    def create_branch_pipeline(
+        self, project: Project, branch: str, actor: User, before: str | None = None
+    ) -> Pipeline | None:
+        """A branch pipeline for the branch's head (`source` push, `ref` the branch name), as
+        a push to a branch whose CI configuration runs on it starts."""
+        if not project.pipelines_enabled:
+            return None
+        sha = project.branches[branch]
+        pipeline = self._new_pipeline(
+            project, sha=sha, ref=branch, source="push", actor=actor, before=before
+        )
+        self.set_pipeline_status(project, pipeline, self.new_pipeline_status)
+        return pipeline
+
+    def _new_pipeline(
+        self, project: Project, *, sha: str, ref: str, source: str, actor: User, before: str | None
+    ) -> Pipeline:
+        """A stored pipeline in `created` (no hook: GitLab sends one on each transition)."""
         now = self.clock()
         pipeline = Pipeline(
             id=self.next_id("pipeline", 1000),
             iid=project.next_pipeline_iid,
             project_id=project.id,
-            sha=mr.sha,
+            sha=sha,
             before_sha=before or "0" * 40,
-            ref=f"refs/merge-requests/{mr.iid}/head",
+            ref=ref,
             status="created",
-            source="merge_request_event",
+            source=source,
             user_id=actor.id,
             created_at=now,
             updated_at=now,
-            mr_iid=mr.iid,
         )
         project.next_pipeline_iid += 1
         project.pipelines[pipeline.id] = pipeline
-        self.set_pipeline_status(project, pipeline, self.new_pipeline_status)
         return pipeline
 
     def set_pipeline_status(self, project: Project, pipeline: Pipeline, status: str) -> None:
@@ -215,8 +281,11 @@ class State:
         return sorted(found, key=lambda p: -p.id)
 
     def head_pipeline(self, project: Project, mr: MergeRequest) -> Pipeline | None:
-        """The newest pipeline for the MR's head sha."""
-        return next((p for p in self.mr_pipelines(project, mr) if p.sha == mr.sha), None)
+        """The newest MR pipeline for the MR's head: run on it, or a merged results pipeline
+        built from it (`find_diff_head_pipeline`: `for_sha_or_source_sha(diff_head_sha)`)."""
+        return next(
+            (p for p in self.mr_pipelines(project, mr) if flow.matches_head(p, mr.sha)), None
+        )
 
     # -- merge status ----------------------------------------------------------------------
 
@@ -235,31 +304,61 @@ class State:
         return not repo.is_ancestor(self.commits, target, mr.sha)
 
     def detailed_status(self, project: Project, mr: MergeRequest) -> str:
-        """GitLab's `detailed_merge_status`, first failing check wins."""
+        """GitLab's `detailed_merge_status`: the first failing check wins, in GitLab's order
+        (MergeRequests::Mergeability::DetailedMergeStatusService: a pending check first, then
+        `all_mergeability_checks` without CI, EE's before CE's, the git checks last, and the CI
+        check after all of them; GitLab: app/models/merge_request.rb,
+        ee/app/models/ee/merge_request.rb `mergeable_state_checks`)."""
         if mr.state != "opened":
             return "not_open"
         if mr.forced_status:
             return mr.forced_status
+        if mr.merge_check is not None:
+            return mr.merge_check
+        if self.edition == "premium" and mr.approvals_syncing:
+            return "approvals_syncing"
+        if len(mr.approvals) < project.required_approvals:
+            return "not_approved"
+        if self.edition == "premium" and self.status_checks_pending(project, mr):
+            return "status_checks_must_pass"
+        if mr.merge_after is not None and mr.merge_after > self.clock():
+            return "merge_time"
         if mr.draft:
             return "draft_status"
         if self.has_conflicts(project, mr):
             return "conflict"
         if self.needs_rebase(project, mr):
             return "need_rebase"
-        if project.pipelines_enabled and project.pipeline_must_succeed:
-            pipeline = self.head_pipeline(project, mr)
-            if pipeline is None or pipeline.status in {"failed", "canceled", "skipped"}:
-                return "ci_must_pass"
-            if pipeline.status in RUNNING_STATUSES:
-                return "ci_still_running"
-        if len(mr.approvals) < project.required_approvals:
-            return "not_approved"
-        return "mergeable"
+        return self.ci_status(project, mr)
+
+    def ci_status(self, project: Project, mr: MergeRequest) -> str:
+        """The CI check (CheckCiStatusService) with "Pipelines must succeed": only a head
+        pipeline that succeeded passes; one not complete yet is `ci_still_running`
+        (`diff_head_pipeline_considered_in_progress?`), a failed, canceled or skipped one, or
+        none, `ci_must_pass`."""
+        if not (project.pipelines_enabled and project.pipeline_must_succeed):
+            return "mergeable"
+        pipeline = flow.diff_head_pipeline(self, project, mr)
+        if pipeline is not None and pipeline.status == "success":
+            return "mergeable"
+        if pipeline is not None and pipeline.status not in COMPLETED_STATUSES:
+            return "ci_still_running"
+        return "ci_must_pass"
+
+    def status_checks_pending(self, project: Project, mr: MergeRequest) -> bool:
+        """`any_external_status_checks_not_passed?` with "Status checks must succeed": a check
+        that has not answered `passed` for the current head."""
+        return project.status_checks_must_pass and any(
+            mr.status_check_responses.get((check.id, mr.sha)) != "passed"
+            for check in project.status_checks.values()
+        )
 
     def merge_status(self, project: Project, mr: MergeRequest) -> str:
         """The deprecated `merge_status` GitLab still sends."""
         if mr.forced_status in {"checking", "unchecked"}:
             return mr.forced_status
+        if mr.merge_check is not None and mr.state == "opened":
+            return mr.merge_check
         return "cannot_be_merged" if self.has_conflicts(project, mr) else "can_be_merged"
 
     # -- hooks and events ------------------------------------------------------------------

@@ -3,7 +3,10 @@
 With `pipeline_seconds` set, a running MR pipeline finishes (`pipeline_result`, "success" by
 default) that many seconds of the double's clock after it started, and its Pipeline Hook goes
 out then; with `rebase_seconds` set, a queued rebase completes that many seconds after it was
-queued (moving the source branch: new head, new pipeline, MR Hook). Nothing runs by itself:
+queued (moving the source branch: new head, new pipeline, MR Hook); with asynchronous effects
+(flow.py), GitLab's jobs (head pipeline attach, mergeability check, approval reset) fall due
+their own delays after what queued them. A timed pipeline left `canceling` ends `canceled`
+(its `after_script`s done). Nothing runs by itself:
 the caller moves the double's clock and calls `run_due`, which does, in time order, everything
 due by now; `next_due` says when the next thing falls due, so a simulation can jump there.
 """
@@ -13,14 +16,14 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from . import mr_ops
-from .model import RUNNING_STATUSES, MergeRequest, Pipeline, Project
+from . import flow, mr_ops
+from .model import RUNNING_STATUSES, Job, MergeRequest, Pipeline, Project
 
 if TYPE_CHECKING:
     from .state import State
 
-#: (when, tie-break, project, pipeline or MR) of one piece of clocked work
-Due = tuple[datetime, int, Project, Pipeline | MergeRequest]
+#: (when, tie-break, project, pipeline, MR or job) of one piece of clocked work
+Due = tuple[datetime, int, Project, Pipeline | MergeRequest | Job]
 
 
 def pending(state: State) -> list[Due]:
@@ -38,6 +41,8 @@ def pending(state: State) -> list[Due]:
             for mr in project.mrs.values():
                 if mr.rebase_in_progress and mr.rebase_started_at is not None:
                     found.append((mr.rebase_started_at + wait, mr.id, project, mr))
+    for job in state.jobs:
+        found.append((job.due, job.seq, state.projects[job.project_id], job))
     return sorted(found, key=lambda due: (due[0], due[1]))
 
 
@@ -58,7 +63,10 @@ def run_due(state: State) -> int:
             return done
         _, _, project, thing = due[0]
         if isinstance(thing, Pipeline):
-            state.set_pipeline_status(project, thing, state.pipeline_result)
+            result = "canceled" if thing.status == "canceling" else state.pipeline_result
+            state.set_pipeline_status(project, thing, result)
+        elif isinstance(thing, Job):
+            flow.run(state, thing)
         else:
             mr_ops.complete_rebase(state, project, thing)
         done += 1

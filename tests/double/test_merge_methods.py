@@ -133,7 +133,8 @@ def test_squash_with_ff_reports_squash_commit_sha_in_the_api_and_not_in_the_hook
     double.set_squash(PROJECT, iid)
     merged = merge(iid)
     squash = merged["squash_commit_sha"]
-    assert squash is not None and merged["merge_commit_sha"] is None
+    assert squash is not None
+    assert merged["merge_commit_sha"] is None
     assert double.branch_head(PROJECT, "main") == squash != merged["sha"]
     assert parents(squash) == [start]
     assert double.file(PROJECT, "c.txt") == "c\n"

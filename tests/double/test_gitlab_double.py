@@ -127,6 +127,8 @@ def test_unknown_token_is_401_and_missing_branch_404(
 def test_mr_read_fields(double: GitLabDouble, project: GlProject) -> None:
     """A read MR carries state, statuses, head sha, author, URLs, head pipeline and rebase flag."""
     iid = open_change(double)
+    # EE GitLab reports `not_approved` before CI and git checks (mergeable_state_checks order)
+    double.approve_as(PROJECT, iid, "alice")
     mr = project.mergerequests.get(iid, include_rebase_in_progress=True)
     assert mr.state == "opened"
     assert mr.detailed_merge_status == "ci_still_running"
@@ -323,6 +325,8 @@ def test_rebase_failure_sets_merge_error(double: GitLabDouble, project: GlProjec
     """A rebase over a conflicting target fails: merge_error, status conflict, same head."""
     double.project(PROJECT).merge_method = "ff"
     iid = open_change(double)
+    # EE GitLab reports `not_approved` before CI and git checks (mergeable_state_checks order)
+    double.approve_as(PROJECT, iid, "alice")
     head = double.mr(PROJECT, iid).sha
     double.advance_branch(PROJECT, "main", {"config/prod.yaml": "replicas: 9\n"})
     project.mergerequests.get(iid).rebase()
@@ -569,7 +573,9 @@ def test_webhook_overrides_note_pipeline_and_deployment(double: GitLabDouble) ->
     deployment = double.deploy(PROJECT, environment="production")
     headers, body = double.webhook("deployment", project=PROJECT, deployment_id=deployment.id)
     payload = json.loads(body)
-    assert set(payload) == _fixture_keys("deployment.json")
+    # DataBuilder::Deployment also sends `ref`, which the documented example lacks
+    assert set(payload) == _fixture_keys("deployment.json") | {"ref"}
+    assert payload["ref"] == "main"
     assert (payload["deployment_id"], payload["status"]) == (deployment.id, "success")
     assert payload["short_sha"] == str(double.branch_head(PROJECT, "main"))[:8]
     assert "X-Gitlab-Token" not in headers
@@ -629,6 +635,8 @@ def test_deliver_posts_with_gitlab_headers(
 def test_real_server_with_requests(double: GitLabDouble) -> None:
     """Over real HTTP: Bearer auth, encoded project path, raw file, a note, 401 and a timeout."""
     iid = open_change(double)
+    # EE GitLab reports `not_approved` before CI and git checks (mergeable_state_checks order)
+    double.approve_as(PROJECT, iid, "alice")
     double.hang_seconds = 5.0
     with double.serve() as base, requests.Session() as http:
         api = f"{base}/api/v4/projects/platform%2Fconfig"

@@ -250,7 +250,8 @@ def fill_deployment(state: State, payload: JSON, p: Project, d: Deployment) -> N
         "commit_title": commit.title if commit else "",
     }
     payload.update(overlay(payload, ours))
-    # DataBuilder::Deployment ends with the deployment's `ref` (a branch or tag name; absent
-    # from the documented example, sent since GitLab 15.x; GitLab:
-    # lib/gitlab/data_builder/deployment.rb). No full sha: `short_sha` and `commit_url`.
+    # DataBuilder::Deployment ends with the deployment's `ref` (a branch or tag name), absent
+    # from the documented example but in the builder (lib/gitlab/data_builder/deployment.rb;
+    # clients model it since 2022, xanzy/go-gitlab#1565). No full sha: `short_sha` and
+    # `commit_url` only.
     payload["ref"] = d.ref

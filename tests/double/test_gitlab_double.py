@@ -127,8 +127,7 @@ def test_unknown_token_is_401_and_missing_branch_404(
 def test_mr_read_fields(double: GitLabDouble, project: GlProject) -> None:
     """A read MR carries state, statuses, head sha, author, URLs, head pipeline and rebase flag."""
     iid = open_change(double)
-    # EE GitLab reports `not_approved` before CI and git checks (mergeable_state_checks order)
-    double.approve_as(PROJECT, iid, "alice")
+    double.approve_as(PROJECT, iid, "alice")  # EE GitLab checks approvals first
     mr = project.mergerequests.get(iid, include_rebase_in_progress=True)
     assert mr.state == "opened"
     assert mr.detailed_merge_status == "ci_still_running"
@@ -325,8 +324,7 @@ def test_rebase_failure_sets_merge_error(double: GitLabDouble, project: GlProjec
     """A rebase over a conflicting target fails: merge_error, status conflict, same head."""
     double.project(PROJECT).merge_method = "ff"
     iid = open_change(double)
-    # EE GitLab reports `not_approved` before CI and git checks (mergeable_state_checks order)
-    double.approve_as(PROJECT, iid, "alice")
+    double.approve_as(PROJECT, iid, "alice")  # EE GitLab checks approvals first
     head = double.mr(PROJECT, iid).sha
     double.advance_branch(PROJECT, "main", {"config/prod.yaml": "replicas: 9\n"})
     project.mergerequests.get(iid).rebase()
@@ -635,8 +633,7 @@ def test_deliver_posts_with_gitlab_headers(
 def test_real_server_with_requests(double: GitLabDouble) -> None:
     """Over real HTTP: Bearer auth, encoded project path, raw file, a note, 401 and a timeout."""
     iid = open_change(double)
-    # EE GitLab reports `not_approved` before CI and git checks (mergeable_state_checks order)
-    double.approve_as(PROJECT, iid, "alice")
+    double.approve_as(PROJECT, iid, "alice")  # EE GitLab checks approvals first
     double.hang_seconds = 5.0
     with double.serve() as base, requests.Session() as http:
         api = f"{base}/api/v4/projects/platform%2Fconfig"

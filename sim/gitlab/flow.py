@@ -32,7 +32,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from . import repo
+from . import repo, trains
 from .model import Commit, Job, MergeRequest, Pipeline, Project
 
 if TYPE_CHECKING:
@@ -79,6 +79,7 @@ def run(state: State, job: Job) -> None:
     else:
         mr.approvals = [uid for uid in mr.approvals if uid not in job.payload]
         mr.approvals_syncing = False
+    trains.on_change(state, project)  # an MR waiting for its checks may join its merge train
 
 
 def run_all(

@@ -1,4 +1,5 @@
-"""The GitLab behaviour catalogue: docs/gitlab-behaviour.yaml rendered into docs/gitlab-behaviour.md.
+"""The GitLab behaviour catalogue: docs/gitlab-behaviour.yaml, rendered into
+docs/gitlab-behaviour.md.
 
 `python -m tests.catalogue` rewrites the page from the data file; tests/docs/
 test_gitlab_behaviour.py checks that the page is the rendering, that every row is complete and
@@ -8,6 +9,7 @@ every test it names exists, and that every REST path the bot calls has a row.
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -147,7 +149,7 @@ def render(rows: list[dict[str, Any]] | None = None) -> str:
 def main() -> None:
     """Rewrites docs/gitlab-behaviour.md from docs/gitlab-behaviour.yaml."""
     PAGE.write_text(render(), encoding="utf-8")
-    print(f"wrote {PAGE.relative_to(ROOT)}")
+    sys.stdout.write(f"wrote {PAGE.relative_to(ROOT)}\n")
 
 
 if __name__ == "__main__":

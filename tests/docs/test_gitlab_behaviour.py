@@ -55,10 +55,12 @@ def test_every_row_is_complete(row: dict[str, Any]) -> None:
     missing = [name for name in REQUIRED if name not in row]
     assert missing == [], f"{row.get('id')}: missing {missing}"
     for name in ("id", "area", "behaviour", "versions", "bot"):
-        assert isinstance(row[name], str) and row[name].strip(), f"{row['id']}: blank {name}"
+        assert isinstance(row[name], str), f"{row['id']}: {name} is not text"
+        assert row[name].strip(), f"{row['id']}: blank {name}"
     assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", row["id"]), f"{row['id']}: not a slug"
     assert row["area"] in AREAS, f"{row['id']}: unknown area {row['area']!r}"
-    assert isinstance(row["source"], list) and row["source"], f"{row['id']}: no source"
+    assert isinstance(row["source"], list), f"{row['id']}: source must be a list"
+    assert row["source"], f"{row['id']}: no source"
     assert all(isinstance(s, str) and s.strip() for s in row["source"])
     assert isinstance(row["tests"], list), f"{row['id']}: tests must be a list"
     assert isinstance(row.get("endpoints", []), list), f"{row['id']}: endpoints must be a list"
@@ -120,9 +122,12 @@ def _part(node: ast.expr) -> str:
     """What one `{...}` of an f-string stands for in a path."""
     if isinstance(node, ast.Attribute) and node.attr == "path" and isinstance(node.value, ast.Name):
         return PROJECT_PATH if node.value.id in {"project", "self", "seen"} else "{}"
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-        if node.func.attr == "mr_path":
-            return MR_PATH
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "mr_path"
+    ):
+        return MR_PATH
     if isinstance(node, ast.Attribute) and node.attr in {"gitlab_url", "public_url"}:
         return ""  # the instance's base URL: the path follows it
     return "{}"

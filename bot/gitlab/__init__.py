@@ -66,7 +66,9 @@ from bot.gitlab.merge import (
 from bot.gitlab.notes import find_note, react, set_labels, status_marker, upsert_status_note
 from bot.gitlab.reads import (
     approved_by,
+    commit_parents,
     default_branch,
+    head_pipeline_parents,
     member_access_level,
     mr_pipelines,
     read_mr,
@@ -135,6 +137,7 @@ __all__ = [
     "branch_name",
     "close_mr",
     "commit_message",
+    "commit_parents",
     "create_change",
     "default_branch",
     "delete_branch",
@@ -143,6 +146,7 @@ __all__ = [
     "find_note",
     "follow_train",
     "has_trailer",
+    "head_pipeline_parents",
     "list_hooks",
     "make_client",
     "member_access_level",

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
+from bot.core.pipelines import needs_parents
 from bot.gitlab.calls import get_json, get_list
 from bot.gitlab.client import Account, Project
 from bot.gitlab.errors import Forbidden, NotFound
@@ -17,6 +20,30 @@ def read_mr(project: Project, iid: int) -> MrView:
         query={"include_rebase_in_progress": "true"},
     )
     return MrView.from_json(data)
+
+
+def commit_parents(project: Project, sha: str) -> tuple[str, ...]:
+    """The parents of a commit, in order (one GET of /repository/commits/:sha; a merge-ref
+    commit's are the target's head, then the MR's head)."""
+    commit = get_json(
+        project.gl,
+        f"{project.path}/repository/commits/{quote(sha, safe='')}",
+        what=f"read commit {sha[:12]}",
+    )
+    parents = commit.get("parent_ids")
+    return (
+        tuple(p for p in parents if isinstance(p, str) and p) if isinstance(parents, list) else ()
+    )
+
+
+def head_pipeline_parents(project: Project, mr: MrView) -> tuple[str, ...]:
+    """The parents of the commit a merged results head pipeline ran on, when that is not the
+    head (one GET); () when no read can change the judgement (the pipeline ran on the head, or
+    on another commit that is no merge ref: an older head's pipeline, not attached anew yet)."""
+    if not mr.merged_results_pipeline or not needs_parents(mr.head_pipeline_sha, mr.sha):
+        return ()
+    assert mr.head_pipeline_sha is not None
+    return commit_parents(project, mr.head_pipeline_sha)
 
 
 def mr_pipelines(project: Project, iid: int, *, limit: int = 20) -> list[PipelineView]:

@@ -67,6 +67,11 @@ class MrView:
     web_url: str
     head_pipeline_id: int | None
     head_pipeline_status: str | None
+    #: the commit the head pipeline ran on: the head's own, a merged results pipeline's
+    #: merge-ref commit, or -- until GitLab attaches a push's pipeline -- an older head's
+    head_pipeline_sha: str | None = None
+    #: its ref: `refs/merge-requests/<iid>/merge` for a merged results pipeline
+    head_pipeline_ref: str | None = None
     #: auto-merge is set (`merge_when_pipeline_succeeds`): in a project with merge trains, the
     #: MR is on a train or waiting for its checks to join one
     auto_merge: bool = False
@@ -80,6 +85,13 @@ class MrView:
     def pipeline_running(self) -> bool:
         """True while the head pipeline has not finished."""
         return self.head_pipeline_status in PIPELINE_RUNNING
+
+    @property
+    def merged_results_pipeline(self) -> bool:
+        """The head pipeline ran on the MR's merge ref (a merged results pipeline), not on
+        the head itself: the merge-ref commit's parents tell which head it tested."""
+        ref = self.head_pipeline_ref or ""
+        return ref.startswith("refs/merge-requests/") and ref.endswith("/merge")
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> MrView:
@@ -109,6 +121,8 @@ class MrView:
             web_url=_str(data, "web_url"),
             head_pipeline_id=_opt_int(pipeline, "id"),
             head_pipeline_status=_opt_str(pipeline, "status"),
+            head_pipeline_sha=_opt_str(pipeline, "sha"),
+            head_pipeline_ref=_opt_str(pipeline, "ref"),
             auto_merge=data.get("merge_when_pipeline_succeeds") is True,
         )
 

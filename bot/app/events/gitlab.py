@@ -16,10 +16,11 @@ from bot.app.events.handled import EventHandled
 from bot.app.events.signals import on_target_pipeline
 from bot.app.events.stale import record_stale
 from bot.core.events import Event, Source
+from bot.core.pipelines import PipelineVerdict, judge_status, needs_parents, ran_on
 from bot.core.request import TransitionRequest
 from bot.core.states import AWAITING_PIPELINE, PENDING_PIPELINE, BindingState, Step
 from bot.errors import Conflict, IllegalTransition, NotOwner, UnknownOperation
-from bot.gitlab import read_mr
+from bot.gitlab import commit_parents, read_mr
 from bot.ingress.gitlab_events import MergeRequestEvent, PipelineEvent
 from bot.services import Services
 from bot.store.engine import Engine
@@ -28,7 +29,11 @@ from bot.store.lookups import mr_owner, mr_owner_with, verified_head
 from bot.store.models import utcnow
 from bot.store.operations import load, note_pipeline_hook
 
-_PIPELINE_EVENTS = {"success": Event.PIPELINE_PASSED, "failed": Event.PIPELINE_FAILED}
+#: a final pipeline's verdict as the wait's event (bot/core/pipelines.py judges hook and poll)
+_PIPELINE_EVENTS = {
+    PipelineVerdict.PASSED: Event.PIPELINE_PASSED,
+    PipelineVerdict.FAILED: Event.PIPELINE_FAILED,
+}
 _WAITING_FOR_PIPELINE = {BindingState.MR_CREATING, BindingState.MERGING}
 
 
@@ -46,7 +51,7 @@ def on_pipeline(services: Services, ev: PipelineEvent, correlation_id: str) -> E
         return on_target_pipeline(engine, ev, correlation_id)
     # hooks reach the bot for this MR: its pipeline waits poll as a fallback only from now on
     note_pipeline_hook(engine, ev.project_id, ev.mr_iid, utcnow())
-    event = _PIPELINE_EVENTS.get(ev.status)
+    event = _PIPELINE_EVENTS.get(judge_status(ev.status))
     if event is None:
         return EventHandled(None, stale=f"pipeline {ev.status} is not final")
     found = _owner(engine, ev.project_id, ev.mr_iid, "head_sha")
@@ -75,7 +80,8 @@ def on_pipeline(services: Services, ev: PipelineEvent, correlation_id: str) -> E
     if not fresh and ev.sha == verified_head(engine, op_id):
         changes["head_sha"] = ev.sha
     elif not fresh:
-        if not _is_current_head(services, ev.project_id, ev.mr_iid, ev.sha):
+        tested = _tested_head(services, ev)
+        if tested is None:
             return record_stale(
                 engine,
                 op_id,
@@ -85,14 +91,20 @@ def on_pipeline(services: Services, ev: PipelineEvent, correlation_id: str) -> E
                 state=current.state.value,
                 correlation_id=correlation_id,
             )
-        changes["head_sha"] = ev.sha  # the MR's head now (the next step checks it again)
+        changes["head_sha"] = tested  # the MR's head now (the next step checks it again)
     return _fire(engine, op_id, event, correlation_id, current=current, changes=changes)
 
 
-def _is_current_head(services: Services, project_id: int, iid: int, sha: str) -> bool:
-    """True when `sha` is the MR's head as GitLab says now (one GET)."""
-    project = services.require_clients().author.project(project_id)
-    return read_mr(project, iid).sha == sha
+def _tested_head(services: Services, ev: PipelineEvent) -> str | None:
+    """The MR's head as GitLab says now, when the pipeline tested it: it ran on that head, or
+    it is a merged results pipeline on a merge-ref commit built from it (its hook's `sha` is
+    the merge-ref commit's); None when it ran on another commit. One GET, plus one of the
+    commit when the pipeline's commit is not the head."""
+    assert ev.mr_iid is not None
+    project = services.require_clients().author.project(ev.project_id)
+    head = read_mr(project, ev.mr_iid).sha
+    parents = commit_parents(project, ev.sha) if needs_parents(ev.sha, head) else ()
+    return head if ran_on(ev.sha, head, parents) else None
 
 
 def on_merge_request(

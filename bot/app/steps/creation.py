@@ -9,7 +9,7 @@ from bot.app.checks import changed_files
 from bot.app.steps import StepContext
 from bot.app.steps.checks import preview_at
 from bot.app.steps.common import advance
-from bot.app.steps.decide import decide_pipeline
+from bot.app.steps.decide import decide_pipeline, head_pipeline
 from bot.app.steps.decisions import Advance, Poll
 from bot.app.steps.integrity import approved_identity, read_identity
 from bot.app.steps.paths import check_paths
@@ -19,7 +19,7 @@ from bot.core.events import Event
 from bot.core.labels import label_for
 from bot.core.states import BindingState, Flow
 from bot.errors import CannotProceed
-from bot.gitlab import create_change, read_mr
+from bot.gitlab import create_change, head_pipeline_parents, read_mr
 from bot.gitlab.compare import TooLargeToCheck
 from bot.gitlab.policy_file import read_branch
 from bot.render.change_text import mr_description
@@ -108,8 +108,11 @@ def poll_pipeline(ctx: StepContext) -> bool:
         return perform(ctx, Poll("pipeline"))
     if newly_covered(op) is not None:  # webhooks come for this MR now: polls are the fallback
         return perform(ctx, Poll("pipeline")) if continues_wait(ctx) else False
-    mr = read_mr(ctx.clients.author.project(op.gitlab_project), op.mr_iid)
-    return perform(ctx, decide_pipeline(mr))
+    project = ctx.clients.author.project(op.gitlab_project)
+    mr = read_mr(project, op.mr_iid)
+    return perform(
+        ctx, decide_pipeline(mr, seen=head_pipeline(mr, head_pipeline_parents(project, mr)))
+    )
 
 
 def start_handling(ctx: StepContext) -> bool:

@@ -24,6 +24,7 @@ from bot.app.steps.decisions import (
     Verdict,
 )
 from bot.core.events import Event
+from bot.core.pipelines import FAILED_STATUSES, PipelineVerdict, judge
 from bot.core.states import Step
 from bot.gitlab.approve import ApproveOutcome, ApproveResult
 from bot.gitlab.merge import WAIT_SECONDS, MergeOutcome, MergeResult, RebaseState, RebaseStatus
@@ -35,25 +36,37 @@ if TYPE_CHECKING:
 
 #: Times the head may move or approvals reset under one operation before it stops.
 MAX_RESTARTS = 5
-#: Head pipeline statuses that fail the change's checks.
-FAILED_PIPELINE = frozenset({"failed", "canceled", "skipped"})
+#: Head pipeline statuses that fail the change's checks (bot/core/pipelines.py judges).
+FAILED_PIPELINE = FAILED_STATUSES
 #: The progress key the handling step writes right before it asks GitLab to rebase: the
 #: verified head the rebase starts from. REBASE_STARTED (`rebase_from`) replaces it once recorded.
 REBASE_ASKED = "rebase_asked"
 
 
-def decide_pipeline(mr: MrView, kind: PollKind = "pipeline") -> StepDecision:
+def head_pipeline(mr: MrView, merge_parents: tuple[str, ...] = ()) -> PipelineVerdict:
+    """The MR's head pipeline as read, judged for the MR's head (`merge_parents`: the parents
+    of the commit it ran on, when that is not the head: a merged results pipeline's)."""
+    return judge(mr.head_pipeline_status, mr.head_pipeline_sha, mr.sha, merge_parents)
+
+
+def decide_pipeline(
+    mr: MrView, kind: PollKind = "pipeline", seen: PipelineVerdict | None = None
+) -> StepDecision:
     """The MR's head pipeline, as just read: passed, failed, closed MR, or look again (`kind`:
-    the wait's tiers, "pending" once it outlived them)."""
+    the wait's tiers, "pending" once it outlived them). `seen`: the head pipeline judged for
+    the head (a pipeline of an older head, not attached yet, is no verdict: look again)."""
     if mr.state == "closed":
         return Advance(Event.MR_CLOSED)
-    status = mr.head_pipeline_status
-    if status == "success":
+    seen = head_pipeline(mr) if seen is None else seen
+    if seen is PipelineVerdict.PASSED:
         return Advance(Event.PIPELINE_PASSED, {"head_sha": mr.sha})
-    if status in FAILED_PIPELINE:
+    if seen is PipelineVerdict.FAILED:
         return Advance(
             Event.PIPELINE_FAILED,
-            {"head_sha": mr.sha, "error_detail": f"MR pipeline {mr.head_pipeline_id} {status}"},
+            {
+                "head_sha": mr.sha,
+                "error_detail": f"MR pipeline {mr.head_pipeline_id} {mr.head_pipeline_status}",
+            },
         )
     return Poll(kind)
 
@@ -215,7 +228,10 @@ def needs_recheck(op: OperationRow, mr: MrView) -> bool:
 
 
 def decide_rebase(
-    status: RebaseStatus, mr: MrView | None = None, verdict: Verdict | None = None
+    status: RebaseStatus,
+    mr: MrView | None = None,
+    verdict: Verdict | None = None,
+    seen: PipelineVerdict | None = None,
 ) -> StepDecision:
     """GitLab's rebase, then the pipeline on the new head. `mr`: read once the rebase is done;
     `verdict`: the new head checked against the approval (None when it was verified before)."""
@@ -232,11 +248,15 @@ def decide_rebase(
         case _:
             assert_never(status.state)
     # rebased: what is left is the new head's pipeline, a pipeline wait (its tiers)
-    return decide_checked_pipeline(mr, verdict, "pipeline", " after the rebase")
+    return decide_checked_pipeline(mr, verdict, "pipeline", " after the rebase", seen)
 
 
 def decide_checked_pipeline(
-    mr: MrView, verdict: Verdict | None, kind: PollKind, after: str = ""
+    mr: MrView,
+    verdict: Verdict | None,
+    kind: PollKind,
+    after: str = "",
+    seen: PipelineVerdict | None = None,
 ) -> StepDecision:
     """Handling waits for the pipeline on the MR's head as just read (after the bot's rebase,
     or a wait gone pending): `verdict` is that head checked against the approval (None when it
@@ -246,9 +266,10 @@ def decide_checked_pipeline(
     # or nothing more is approved or merged
     if verdict is not None and not verdict.ok:
         return StopChanged(verdict)
-    if mr.head_pipeline_status == "success":
+    seen = head_pipeline(mr) if seen is None else seen
+    if seen is PipelineVerdict.PASSED:
         return Advance(Event.PIPELINE_PASSED, {"head_sha": mr.sha, "progress": {}})
-    if mr.head_pipeline_status in FAILED_PIPELINE:
+    if seen is PipelineVerdict.FAILED:
         return Advance(
             Event.PIPELINE_FAILED,
             {

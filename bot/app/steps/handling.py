@@ -22,6 +22,7 @@ from bot.app.steps.decide import (
     decide_pipeline,
     decide_rebase,
     decide_unfollowed_rebase,
+    head_pipeline,
     needs_recheck,
     rebases_first,
 )
@@ -31,7 +32,7 @@ from bot.app.steps.perform import perform
 from bot.app.steps.trains import uses_trains
 from bot.app.steps.waits import continues_wait, new_wait, newly_covered, superseded, waiting_for
 from bot.core.states import BindingState
-from bot.gitlab import RebaseState, read_mr, rebase_status
+from bot.gitlab import RebaseState, head_pipeline_parents, read_mr, rebase_status
 
 
 def handle(ctx: StepContext) -> bool:
@@ -81,7 +82,8 @@ def poll_rebase(ctx: StepContext) -> bool:
         # the rebased head's content is verified; the pipeline's wait comes next, and the
         # check before approving reads the target branch's head
         verdict = check_mr(ctx, project, mr, final=False) if needs_recheck(op, mr) else None
-        decision = decide_rebase(status, mr, verdict)
+        seen = head_pipeline(mr, head_pipeline_parents(project, mr))
+        decision = decide_rebase(status, mr, verdict, seen)
     if isinstance(decision, Poll) and not continues_wait(ctx) and decision.kind == waiting_for(op):
         return False  # an MR event's extra look: the scheduled one still comes
     # (a look that found the rebase done starts the pipeline's wait, replacing the rebase's)
@@ -106,9 +108,12 @@ def poll_pending(ctx: StepContext) -> bool:
         decision = decide_finished(mr)
         if decision is None:
             verdict = check_mr(ctx, project, mr) if needs_recheck(op, mr) else None
-            decision = decide_checked_pipeline(mr, verdict, "pending")
+            seen = head_pipeline(mr, head_pipeline_parents(project, mr))
+            decision = decide_checked_pipeline(mr, verdict, "pending", seen=seen)
     else:
-        decision = decide_pipeline(mr, "pending")
+        decision = decide_pipeline(
+            mr, "pending", head_pipeline(mr, head_pipeline_parents(project, mr))
+        )
     if isinstance(decision, Poll) and not continues_wait(ctx):
         return False  # a nudge's extra look: the scheduled one still comes
     return perform(ctx, decision)

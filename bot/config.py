@@ -148,6 +148,11 @@ class Settings:
     #: the branches changes may target (names or globs such as `release/*`); each must also be
     #: protected on GitLab; empty: only each project's default branch
     target_branches: tuple[str, ...] = ()
+    #: the GitLab environments whose successful deployments of a merged change put it in
+    #: effect (GITOPS_DEPLOY_ENVIRONMENTS, names); empty: those of GitLab's `production` tier
+    #: (GitLab gives an environment named production, prod or live that tier by default), so a
+    #: staging deployment never validates a change
+    deploy_environments: tuple[str, ...] = ()
     #: how many of the approver accounts approve each change (None: every one of them); a
     #: repository's policy file may ask for more, never fewer
     approvals_required: int | None = None
@@ -288,6 +293,7 @@ class Settings:
             public_url=env.get("GITOPS_PUBLIC_URL", cls.public_url).rstrip("/"),
             allowed_paths=_csv(env.get("GITOPS_ALLOWED_PATHS")),
             target_branches=_csv(env.get("GITOPS_TARGET_BRANCHES")),
+            deploy_environments=_csv(env.get("GITOPS_DEPLOY_ENVIRONMENTS")),
             approvals_required=_approvals_required(env),
             policy_files=_choice(env, "GITOPS_POLICY_FILES", ("on", "off"), "on") == "on",
             dashboard_header=env.get("GITOPS_DASHBOARD_HEADER", "").strip(),

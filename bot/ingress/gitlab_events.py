@@ -55,6 +55,8 @@ class PipelineEvent:
     sha: str
     source: str
     mr_iid: int | None
+    #: a tag's pipeline (`object_attributes.tag`): its ref is a tag name, never a branch
+    tag: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +88,10 @@ class DeploymentEvent:
     environment: str
     sha: str | None
     short_sha: str
+    #: GitLab's tier of the environment (`environment_tier`: production, staging, ...)
+    environment_tier: str | None = None
+    #: the branch or tag deployed (DataBuilder::Deployment sends `ref`; older examples lack it)
+    ref: str | None = None
 
 
 GitLabEvent = MergeRequestEvent | PipelineEvent | NoteEvent | DeploymentEvent
@@ -186,6 +192,7 @@ def _pipeline(body: Mapping[str, Any]) -> PipelineEvent:
         sha=_get(attrs, "sha", str, "object_attributes"),
         source=_opt(attrs, "source", str, "object_attributes") or "push",
         mr_iid=_id(mr, "iid", "merge_request", MAX_IID) if isinstance(mr, Mapping) else None,
+        tag=attrs.get("tag") is True,
     )
 
 
@@ -233,6 +240,8 @@ def _deployment(body: Mapping[str, Any]) -> DeploymentEvent:
         # the payload carries only short_sha; the full one is the tail of commit_url
         sha=found.group(1) if found else None,
         short_sha=_get(body, "short_sha", str, "payload"),
+        environment_tier=_opt(body, "environment_tier", str, "payload"),
+        ref=_opt(body, "ref", str, "payload"),
     )
 
 

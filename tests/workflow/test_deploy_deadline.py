@@ -5,6 +5,7 @@ it."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from types import SimpleNamespace
 
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
@@ -182,7 +183,8 @@ def test_merged_by_gitlab_webhook_sets_the_deadline_too(db: Engine) -> None:
         detailed_merge_status=None,
     )
     before = utcnow()
-    handled = on_merge_request(db, event, "key-1", deploy_timeout=900)
+    services = SimpleNamespace(engine=db, settings=SimpleNamespace(deploy_timeout=900))
+    handled = on_merge_request(services, event, "key-1")  # type: ignore[arg-type]
     assert handled.moved is not None
     after = operation(db, op_id)
     assert after["step"] == Step.HANDLE_MERGED

@@ -3,10 +3,13 @@ merged results pipelines, merged heads per merge method, target-branch signals, 
 
 from __future__ import annotations
 
+from typing import Any
+
 from bot.core.states import BindingState as S
 from bot.core.states import Flow, Step
+from sim.gitlab import mr_ops
 from tests.builders import operation
-from tests.workflow.harness import PROJECT, Bot
+from tests.workflow.harness import PROJECT, SECRETS, Bot
 from tests.workflow.test_queue import changes, iid, merges
 
 
@@ -24,7 +27,9 @@ def test_a_rebased_head_is_not_passed_by_the_older_heads_green_pipeline(bot: Bot
     bot.gitlab.run_effects("mergeability_check", project=PROJECT)
     head = bot.gitlab.mr(PROJECT, iid(bot, second)).sha
     shown = bot.gitlab.shown_head_pipeline(PROJECT, iid(bot, second))
-    assert shown is not None and shown.status == "success" and shown.sha != head
+    assert shown is not None
+    assert shown.status == "success"
+    assert shown.sha != head
     bot.settle(advance=120)  # the rebase's polls and the pipeline wait's first tiers
     assert merges(bot, second) == 0
     assert bot.state(second) is S.MERGING
@@ -47,7 +52,111 @@ def test_a_merged_results_pipeline_passes_the_head_it_was_built_from(bot: Bot) -
     bot.settle()
     mr_iid = operation(bot.services.engine, op_id)["mr_iid"]
     pipeline = bot.gitlab.latest_pipeline(PROJECT, mr_iid)
-    assert pipeline is not None and pipeline.sha != bot.gitlab.mr(PROJECT, mr_iid).sha
+    assert pipeline is not None
+    assert pipeline.sha != bot.gitlab.mr(PROJECT, mr_iid).sha
     bot.pass_pipeline(op_id)
+    bot.settle()
+    assert bot.state(op_id) is S.MERGED
+
+
+def deliver(bot: Bot, kind: str, **what: Any) -> None:
+    """GitLab delivers a webhook of the double's current state to the bot, which takes it."""
+    headers, body = bot.gitlab.webhook(kind, project=PROJECT, token=SECRETS["webhook"], **what)
+    assert bot.client.post("/webhooks/gitlab", data=body, headers=headers).status_code < 300
+
+
+def _merged_by_a_person_hook_first(bot: Bot, method: str, *, squash: bool = False) -> str:
+    """An approve-first change in MERGING whose MR a person merges (merge method `method`),
+    GitLab's merge hook reaching the bot before its own step looks; the operation id."""
+    bot.gitlab.set_merge_method(PROJECT, method)
+    op_id = bot.request(Flow.APPROVE_FIRST)
+    bot.settle()
+    bot.approve(op_id)
+    bot.settle()
+    mr_iid = operation(bot.services.engine, op_id)["mr_iid"]
+    bot.gitlab.set_merge_status(PROJECT, mr_iid, "checking")  # the bot's merge waits
+    bot.pass_pipeline(op_id)
+    bot.settle()
+    assert bot.state(op_id) is S.MERGING
+    bot.gitlab.set_merge_status(PROJECT, mr_iid, None)
+    with bot.gitlab.lock:
+        state = bot.gitlab.state
+        project = bot.gitlab.project(PROJECT)
+        mr_ops.merge(
+            state, project, state.mr(project, mr_iid), bot.gitlab.user("root"), squash=squash
+        )
+    deliver(bot, "merge_request", iid=mr_iid, action="merge")
+    bot.settle()
+    return op_id
+
+
+def test_a_fast_forward_merge_records_the_head_that_landed_and_its_deployment_validates(
+    bot: Bot,
+) -> None:
+    """A fast-forward merge makes no merge commit: GitLab's merge hook says
+    `merge_commit_sha: null`. The bot records the head the target now points at, and the
+    production deployment of that commit puts the change in effect at once."""
+    op_id = _merged_by_a_person_hook_first(bot, "ff")
+    mr_iid = operation(bot.services.engine, op_id)["mr_iid"]
+    landed = bot.gitlab.project(PROJECT).branches["main"]
+    assert bot.gitlab.mr(PROJECT, mr_iid).merge_commit_sha is None
+    assert operation(bot.services.engine, op_id)["merge_commit_sha"] == landed
+    _deliver_deployment(bot, "production", landed, "main")
+    assert bot.state(op_id) is S.VALIDATED
+
+
+def test_a_squash_merge_records_the_squash_commit_the_hook_does_not_carry(bot: Bot) -> None:
+    """A squashed fast-forward merge lands GitLab's squash commit, reported only by the API's
+    `squash_commit_sha` (the merge hook does not carry it): the bot records that commit."""
+    op_id = _merged_by_a_person_hook_first(bot, "ff", squash=True)
+    mr = bot.gitlab.mr(PROJECT, operation(bot.services.engine, op_id)["mr_iid"])
+    landed = bot.gitlab.project(PROJECT).branches["main"]
+    assert mr.merge_commit_sha is None
+    assert landed != mr.sha
+    assert operation(bot.services.engine, op_id)["merge_commit_sha"] == landed
+
+
+def _deliver_deployment(bot: Bot, environment: str, sha: str, ref: str) -> None:
+    deployment = bot.gitlab.deploy(PROJECT, environment=environment, sha=sha, ref=ref)
+    deliver(bot, "deployment", deployment_id=deployment.id)
+    bot.settle()
+
+
+def test_a_staging_deployment_of_the_merged_commit_validates_nothing(bot: Bot) -> None:
+    """Only deployments to an environment that puts changes in effect count: GitLab's
+    production tier by default (GITOPS_DEPLOY_ENVIRONMENTS names them otherwise). A staging
+    deployment of exactly the merged commit leaves the change MERGED; production ends it."""
+    op_id = _merged_by_a_person_hook_first(bot, "merge")
+    merged = operation(bot.services.engine, op_id)["merge_commit_sha"]
+    assert merged is not None
+    _deliver_deployment(bot, "staging", merged, "main")
+    assert bot.state(op_id) is S.MERGED
+    _deliver_deployment(bot, "production", merged, "main")
+    assert bot.state(op_id) is S.VALIDATED
+
+
+def test_named_deploy_environments_replace_the_production_tier(make_bot: Any) -> None:
+    """With GITOPS_DEPLOY_ENVIRONMENTS=live-eu, a `production` deployment does not count and
+    a `live-eu` one does."""
+    bot = make_bot(deploy_environments=("live-eu",))
+    op_id = _merged_by_a_person_hook_first(bot, "merge")
+    merged = operation(bot.services.engine, op_id)["merge_commit_sha"]
+    _deliver_deployment(bot, "production", merged, "main")
+    assert bot.state(op_id) is S.MERGED
+    _deliver_deployment(bot, "live-eu", merged, "main")
+    assert bot.state(op_id) is S.VALIDATED
+
+
+def test_a_pipeline_on_another_branch_at_the_merged_commit_validates_nothing(bot: Bot) -> None:
+    """A successful branch pipeline counts only on the change's target branch: the same commit
+    pushed to another branch and passing there leaves the change MERGED."""
+    op_id = _merged_by_a_person_hook_first(bot, "merge")
+    merged = operation(bot.services.engine, op_id)["merge_commit_sha"]
+    with bot.gitlab.lock:
+        bot.gitlab.project(PROJECT).branches["copy"] = merged
+    pipeline = bot.gitlab.run_branch_pipeline(PROJECT, "copy")
+    assert pipeline is not None
+    bot.gitlab.set_pipeline(PROJECT, pipeline.id, "success")
+    deliver(bot, "pipeline", pipeline_id=pipeline.id)
     bot.settle()
     assert bot.state(op_id) is S.MERGED

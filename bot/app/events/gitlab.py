@@ -18,7 +18,7 @@ from bot.app.events.stale import record_stale
 from bot.core.events import Event, Source
 from bot.core.pipelines import PipelineVerdict, judge_status, needs_parents, ran_on
 from bot.core.request import TransitionRequest
-from bot.core.states import AWAITING_PIPELINE, PENDING_PIPELINE, BindingState, Step
+from bot.core.states import AWAITING_PIPELINE, PENDING_PIPELINE, TERMINAL, BindingState, Step
 from bot.errors import Conflict, IllegalTransition, NotOwner, UnknownOperation
 from bot.gitlab import commit_parents, read_mr
 from bot.ingress.gitlab_events import MergeRequestEvent, PipelineEvent
@@ -108,12 +108,13 @@ def _tested_head(services: Services, ev: PipelineEvent) -> str | None:
 
 
 def on_merge_request(
-    engine: Engine, ev: MergeRequestEvent, correlation_id: str, *, deploy_timeout: int
+    services: Services, ev: MergeRequestEvent, correlation_id: str
 ) -> EventHandled:
     """Merged (by us or by a person) or closed: the owner of the MR follows; merged starts the
-    wait for the deployment's word (`deploy_timeout` seconds, then the sweep reports it
-    pending). Any other MR event changes no state, but may be a reason to look at the MR now
-    (see _mr_changed)."""
+    wait for the deployment's word (GITOPS_DEPLOY_TIMEOUT or the policy's, then the sweep
+    reports it pending). Any other MR event changes no state, but may be a reason to look at
+    the MR now (see _mr_changed)."""
+    engine = services.engine
     event = {"merge": Event.MERGED, "close": Event.MR_CLOSED}.get(ev.action)
     if event is None:
         return _mr_changed(engine, ev)
@@ -123,10 +124,26 @@ def on_merge_request(
     changes: dict[str, object] = {}
     if event is Event.MERGED:
         # the recorded policy's deploy.timeout, else GITOPS_DEPLOY_TIMEOUT
-        timeout = policy.of(load(engine, op_id)).deploy.timeout or deploy_timeout
+        op = load(engine, op_id)
+        timeout = policy.of(op).deploy.timeout or services.settings.deploy_timeout
         deadline = utcnow() + timedelta(seconds=timeout)
-        changes = {"merge_commit_sha": ev.merge_commit_sha, "deadline_at": deadline}
+        changes = {
+            "merge_commit_sha": _merged_head(services, ev, op.state),
+            "deadline_at": deadline,
+        }
     return _fire(engine, op_id, event, correlation_id, changes=changes)
+
+
+def _merged_head(services: Services, ev: MergeRequestEvent, state: BindingState) -> str | None:
+    """The commit that carries the change on the target: the hook's `merge_commit_sha` for a
+    merge commit; a fast-forward merge makes none (null) and a squash's `squash_commit_sha` is
+    not in the hook (HookData::MergeRequestBuilder), so then the MR is read (one GET): its
+    squash commit, else its head, which the fast-forward put on the target. An operation that
+    recorded its merge already, or ended, keeps what it has (the hook is stale there)."""
+    if ev.merge_commit_sha is not None or state in TERMINAL or state is BindingState.MERGED:
+        return ev.merge_commit_sha
+    project = services.require_clients().author.project(ev.project_id)
+    return read_mr(project, ev.iid).merged_sha
 
 
 def _mr_changed(engine: Engine, ev: MergeRequestEvent) -> EventHandled:

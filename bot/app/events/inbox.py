@@ -172,9 +172,9 @@ def route(
     if isinstance(event, gitlab_events.PipelineEvent):
         return on_pipeline(services, event, key)
     if isinstance(event, gitlab_events.MergeRequestEvent):
-        return on_merge_request(engine, event, key, deploy_timeout=services.settings.deploy_timeout)
+        return on_merge_request(services, event, key)
     if isinstance(event, gitlab_events.DeploymentEvent):
-        return on_deployment_event(engine, event, key)
+        return on_deployment_event(engine, event, key, services.settings.deploy_environments)
     return on_note(services, event)  # notes: MR commands (bot/app/commands/note.py)
 
 

@@ -14,6 +14,7 @@ from bot.ingress.gitlab_events import DeploymentEvent, PipelineEvent
 from bot.store.engine import Engine
 from bot.store.fire import fire
 from bot.store.lookups import OperationRef, callback_target, merge_commit_owner
+from bot.store.operations import load
 from bot.store.signals import record_signal
 
 #: The status a deploy signal is kept with when its callback did not match its change:
@@ -105,14 +106,32 @@ def callback_mismatch(cb: DeployCallback, ref: OperationRef) -> str | None:
     )
 
 
-def on_deployment_event(engine: Engine, ev: DeploymentEvent, correlation_id: str) -> EventHandled:
-    """A GitLab deployment that succeeded on exactly a merge commit validates its change."""
+def counts_for(ev: DeploymentEvent, environments: tuple[str, ...]) -> bool:
+    """Whether a deployment is to an environment that puts changes in effect: one the operator
+    names (GITOPS_DEPLOY_ENVIRONMENTS), else one of GitLab's `production` tier."""
+    if environments:
+        return ev.environment in environments
+    return ev.environment_tier == "production"
+
+
+def on_deployment_event(
+    engine: Engine,
+    ev: DeploymentEvent,
+    correlation_id: str,
+    environments: tuple[str, ...] = (),
+) -> EventHandled:
+    """A GitLab deployment that succeeded on exactly a merged head, to an environment that puts
+    changes in effect and from the change's target branch, validates its change."""
+    if not counts_for(ev, environments):
+        return EventHandled(None, stale=f"environment {ev.environment!r} is not one that counts")
+    op_id = merge_commit_owner(engine, ev.project_id, ev.sha) if ev.sha is not None else None
+    if op_id is not None and ev.ref is not None and ev.ref != load(engine, op_id).target_branch:
+        return EventHandled(None, stale=f"deployed from {ev.ref!r}, not the change's target")
     record_signal(
         engine, source="deployment", project_id=str(ev.project_id), status=ev.status, sha=ev.sha
     )
     if ev.status != "success" or ev.sha is None:
         return EventHandled(None, stale=f"deployment {ev.status}")
-    op_id = merge_commit_owner(engine, ev.project_id, ev.sha)
     if op_id is None:
         # it may contain a merge commit without being it: reconciliation compares ancestry
         return EventHandled(None, stale="no merge commit is exactly this SHA")
@@ -126,13 +145,20 @@ def on_deployment_event(engine: Engine, ev: DeploymentEvent, correlation_id: str
 
 
 def on_target_pipeline(engine: Engine, ev: PipelineEvent, correlation_id: str) -> EventHandled:
-    """A target-branch pipeline that succeeded on exactly a merge commit validates its change."""
+    """A target-branch pipeline that succeeded on exactly a merged head validates its change:
+    a branch pipeline (not a tag's, not an MR's) on the change's own target branch."""
     if ev.status != "success":
         return EventHandled(None, stale=f"pipeline {ev.status}")
+    if ev.tag or ev.source in {"merge_request_event", "parent_pipeline"}:
+        return EventHandled(None, stale=f"a {'tag' if ev.tag else ev.source} pipeline")
+    op_id = merge_commit_owner(engine, ev.project_id, ev.sha)
+    if op_id is not None and ev.ref != load(engine, op_id).target_branch:
+        return EventHandled(None, stale=f"a pipeline on {ev.ref!r}, not the change's target")
+    # kept for reconciliation also when no change is merged as this commit yet (the merge
+    # hook may come after the pipeline's)
     record_signal(
         engine, source="pipeline", project_id=str(ev.project_id), status=ev.status, sha=ev.sha
     )
-    op_id = merge_commit_owner(engine, ev.project_id, ev.sha)
     if op_id is None:
         return EventHandled(None, stale="no merge commit is exactly this SHA")
     return mark_validated(

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from bot.core.pipelines import PipelineVerdict, judge_status
 from bot.gitlab.calls import put_json
 from bot.gitlab.client import Project
 from bot.gitlab.errors import (
@@ -31,9 +32,22 @@ log = logging.getLogger(__name__)
 WAIT_SECONDS = 10.0
 #: Suggested seconds before polling `rebase_status` after REBASE_STARTED.
 REBASE_POLL_SECONDS = 5.0
-#: Statuses that pass on their own: GitLab is still checking, CI runs, approvals sync.
+#: Statuses that pass on their own: GitLab is still checking, CI runs, approvals sync,
+#: external status checks have not all answered (`status_checks_must_pass`, Ultimate: a
+#: failed one stays until retried, which the wait's deadline bounds), the MR's `merge_after`
+#: has not come (`merge_time`, 17.5+) (MergeRequests::Mergeability::DetailedMergeStatusService;
+#: app/services/merge_requests/mergeability/check_*_service.rb).
 WAIT_STATUSES = frozenset(
-    {"checking", "unchecked", "ci_still_running", "approvals_syncing", "preparing", "mergeable"}
+    {
+        "checking",
+        "unchecked",
+        "ci_still_running",
+        "approvals_syncing",
+        "preparing",
+        "mergeable",
+        "status_checks_must_pass",
+        "merge_time",
+    }
 )
 #: Refusals that no re-read can explain: the token may not merge, or the MR is gone.
 _HARD_REFUSALS = frozenset({401, 403, 404})
@@ -144,7 +158,9 @@ def _classify(
     if status in WAIT_STATUSES:
         return _wait(status, status_code)
     if status == "ci_must_pass":
-        if mr.head_pipeline_status is None or mr.pipeline_running:
+        # judged as the pipeline waits judge it (bot/core/pipelines.py): `canceling`,
+        # `waiting_for_callback` and `manual` are not final
+        if judge_status(mr.head_pipeline_status) is PipelineVerdict.WAIT:
             return _wait(f"{status}: pipeline {mr.head_pipeline_status or 'not started'}")
         return MergeResult(
             MergeOutcome.BLOCKED,

@@ -7,9 +7,20 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-#: Pipeline statuses that mean "not finished yet" (GitLab's pipeline status list).
+#: Pipeline statuses that mean "not finished yet" (GitLab's pipeline status list,
+#: app/models/concerns/ci/has_status.rb: `waiting_for_callback` 16.6+, `canceling` 17.0+,
+#: which ends in `canceled`).
 PIPELINE_RUNNING = frozenset(
-    {"created", "waiting_for_resource", "preparing", "pending", "running", "scheduled"}
+    {
+        "created",
+        "waiting_for_resource",
+        "preparing",
+        "pending",
+        "running",
+        "scheduled",
+        "waiting_for_callback",
+        "canceling",
+    }
 )
 
 

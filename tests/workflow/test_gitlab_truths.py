@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from bot.core.states import BindingState as S
 from bot.core.states import Flow, Step
 from sim.gitlab import mr_ops
@@ -158,5 +160,56 @@ def test_a_pipeline_on_another_branch_at_the_merged_commit_validates_nothing(bot
     assert pipeline is not None
     bot.gitlab.set_pipeline(PROJECT, pipeline.id, "success")
     deliver(bot, "pipeline", pipeline_id=pipeline.id)
+    bot.settle()
+    assert bot.state(op_id) is S.MERGED
+
+
+def _approved_and_passed(bot: Bot) -> tuple[str, int]:
+    op_id = bot.request(Flow.APPROVE_FIRST)
+    bot.settle()
+    bot.approve(op_id)
+    bot.settle()
+    mr_iid = operation(bot.services.engine, op_id)["mr_iid"]
+    return op_id, mr_iid
+
+
+@pytest.mark.parametrize("status", ["status_checks_must_pass", "merge_time"])
+def test_gitlab_statuses_that_mean_wait_wait_and_then_merge(bot: Bot, status: str) -> None:
+    """`status_checks_must_pass` (external status checks not all passed yet) and `merge_time`
+    (the MR's merge_after not reached) pass by themselves: the bot waits, and merges once
+    GitLab lets it -- it does not stop with MERGE_ERROR."""
+    op_id, mr_iid = _approved_and_passed(bot)
+    bot.gitlab.set_merge_status(PROJECT, mr_iid, status)
+    bot.pass_pipeline(op_id)
+    bot.settle(advance=30)
+    assert bot.state(op_id) is S.MERGING
+    assert bot.gitlab.mr(PROJECT, mr_iid).state == "opened"
+    bot.gitlab.set_merge_status(PROJECT, mr_iid, None)
+    bot.settle(advance=600)
+    assert bot.state(op_id) is S.MERGED
+
+
+def test_a_canceled_pipeline_fails_the_wait_on_the_hook_as_on_the_poll(bot: Bot) -> None:
+    """A pipeline GitLab reports `canceled` never succeeds: its webhook ends the wait (before,
+    the hook was ignored and only a poll five minutes later saw the failure)."""
+    op_id, mr_iid = _approved_and_passed(bot)
+    bot.pass_pipeline(op_id, "canceled")
+    bot.settle()
+    assert bot.state(op_id) is S.CREATE_FAILED
+    assert bot.gitlab.mr(PROJECT, mr_iid).state == "opened"
+
+
+@pytest.mark.parametrize("status", ["canceling", "waiting_for_callback"])
+def test_pipelines_canceling_or_waiting_for_callback_are_waited_for(bot: Bot, status: str) -> None:
+    """`canceling` (17.0+) and `waiting_for_callback` (16.6+) are not final: the change waits
+    for the pipeline's last word, whether a poll or a hook brings it."""
+    op_id, mr_iid = _approved_and_passed(bot)
+    pipeline = bot.gitlab.latest_pipeline(PROJECT, mr_iid)
+    assert pipeline is not None
+    bot.gitlab.set_pipeline(PROJECT, pipeline.id, status)
+    deliver(bot, "pipeline", iid=mr_iid, pipeline_id=pipeline.id)
+    bot.settle(advance=400)  # polls too
+    assert bot.state(op_id) is S.MR_CREATING
+    bot.pass_pipeline(op_id, "success")
     bot.settle()
     assert bot.state(op_id) is S.MERGED

@@ -11,6 +11,7 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Engine, make_url
 
+from bot.gitlab import version as gitlab_version
 from bot.store.engine import make_engine
 from bot.store.migrate import upgrade
 from bot.store.models import Base
@@ -160,3 +161,11 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     for line in figures.lines():
         terminalreporter.write_line(line)
     figures.save()
+
+
+@pytest.fixture(autouse=True)
+def _gitlab_version_forgotten() -> Iterator[None]:
+    """Each test meets its own GitLab: the version the bot read of another is forgotten."""
+    gitlab_version.forget()
+    yield
+    gitlab_version.forget()

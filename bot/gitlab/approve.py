@@ -25,6 +25,7 @@ from bot.gitlab.errors import (
     GitLabRefused,
     GitLabUnavailable,
     NotFound,
+    NotModified,
     Unprocessable,
     translating,
 )
@@ -266,7 +267,10 @@ def unapprove(accounts: list[Account], project: Project, iid: int) -> list[str]:
     """Takes back the approvals `accounts` gave on MR `iid`; the labels of those that had one.
 
     Reads the approvals once (as `project`'s account); then one POST .../unapprove per account
-    found among them. An approval already gone (404) counts as taken back. Safe to repeat.
+    found among them. An approval already gone counts as taken back: GitLab answers 404 for
+    it up to the release of !244481 and 304 Not Modified after (lib/api/
+    merge_request_approvals.rb: `not_found! unless success`, then `not_modified! unless
+    merge_request.approved_by?(current_user)`). Safe to repeat.
     """
     present = approved_by(project, iid)
     taken: list[str] = []
@@ -274,8 +278,8 @@ def unapprove(accounts: list[Account], project: Project, iid: int) -> list[str]:
         if account.username() not in present:
             continue
         path = f"/projects/{quote(str(project.id), safe='')}/merge_requests/{int(iid)}/unapprove"
-        # a 404 means not approved (any more) by this account: nothing left to take back
-        with suppress(NotFound):
+        # 404 (older GitLab) or 304 (newer): not approved (any more) by this account
+        with suppress(NotFound, NotModified):
             post_json(account.gl, path, what=f"{account.label}: unapprove !{iid}", data={})
         taken.append(account.label)
         log.info("approval taken back", extra={"account": account.label, "mr_iid": iid})

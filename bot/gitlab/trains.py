@@ -32,6 +32,7 @@ from bot.gitlab.errors import (
     UnknownOutcome,
 )
 from bot.gitlab.merge import WAIT_SECONDS, WAIT_STATUSES
+from bot.gitlab.version import gitlab_version, train_join_param
 from bot.gitlab.reads import read_mr
 from bot.gitlab.views import PIPELINE_RUNNING, MrView, NoteView, TrainCar
 
@@ -190,7 +191,8 @@ def add_to_train(
     waits. GitLab merges it when its train pipeline passes and it is first: follow it with
     `follow_train`.
 
-    `auto_merge` (GitLab 17.11+; older GitLab ignores it): an MR whose checks have not passed
+    `auto_merge` (sent as `auto_merge` on GitLab 17.11+, `when_pipeline_succeeds` before):
+    an MR whose checks have not passed
     yet (pipeline running, approvals syncing) is accepted all the same and joins the train once
     they pass (QUEUED); without it such an MR is refused (WAIT or NOT_MERGEABLE). `mr`: the MR
     the caller has just read: merged, closed or on another head, no call is made.
@@ -205,7 +207,9 @@ def add_to_train(
         settled = _settled(mr, sha)
         if settled is not None:
             return settled
-    data: dict[str, Any] = {"sha": sha, "auto_merge": auto_merge}
+    data: dict[str, Any] = {"sha": sha}
+    if auto_merge:  # the parameter's name depends on the release (GET /version, read once)
+        data.update(train_join_param(gitlab_version(project.gl)))
     if squash:
         data["squash"] = True
     what = f"add !{iid} to the merge train"

@@ -83,6 +83,12 @@ class Profile:
     #: dropped); doc/api/merge_trains.md adds `auto_merge` in 17.11 and deprecates
     #: `when_pipeline_succeeds` (#521290) without removing it
     train_auto_merge_params: frozenset[str]
+    #: the reason of POST /merge_trains/merge_requests/:iid's 400 for an MR that cannot join
+    #: (`bad_request!(response.message)`): "Failed to merge" (AutoMergeService#execute answered
+    #: :failed: ee/app/services/merge_trains/add_merge_request_service.rb, older stored
+    #: versions) or "No available merge train strategy" (its `select_strategy`, newest stored
+    #: version, which reads `auto_merge`: taken to come with 17.11's parameter)
+    train_refusal: str
     #: optional webhook delivery headers this release sends
     hook_headers: frozenset[str]
     #: the webhook auto-disabling rule (see HOOK_DISABLING)
@@ -93,6 +99,8 @@ class Profile:
         assert self.hook_disabling in HOOK_DISABLING, self.hook_disabling
 
 
+FAILED_TO_MERGE = "Failed to merge"
+NO_STRATEGY = "No available merge train strategy"
 _WPS = frozenset({"when_pipeline_succeeds"})
 _BOTH = frozenset({"when_pipeline_succeeds", "auto_merge"})
 
@@ -109,6 +117,7 @@ PROFILES: dict[str, Profile] = {
             check_order="state-first",
             require_sha_setting=False,
             train_auto_merge_params=_WPS,
+            train_refusal=FAILED_TO_MERGE,
             hook_headers=HEADERS_15_5,
             hook_disabling="4xx-permanent",
         ),
@@ -122,6 +131,7 @@ PROFILES: dict[str, Profile] = {
             check_order="state-first",
             require_sha_setting=False,
             train_auto_merge_params=_WPS,
+            train_refusal=FAILED_TO_MERGE,
             hook_headers=HEADERS_16_2,
             hook_disabling="4xx-permanent",
         ),
@@ -135,6 +145,7 @@ PROFILES: dict[str, Profile] = {
             check_order="state-first",
             require_sha_setting=False,
             train_auto_merge_params=_WPS,
+            train_refusal=FAILED_TO_MERGE,
             hook_headers=HEADERS_17_4,
             hook_disabling="4xx-permanent",
         ),
@@ -148,6 +159,7 @@ PROFILES: dict[str, Profile] = {
             check_order="state-first",
             require_sha_setting=False,
             train_auto_merge_params=_BOTH,
+            train_refusal=NO_STRATEGY,
             hook_headers=HEADERS_17_4,
             hook_disabling="forty-permanent",
         ),
@@ -162,6 +174,7 @@ PROFILES: dict[str, Profile] = {
             check_order="sha-first",
             require_sha_setting=True,
             train_auto_merge_params=_BOTH,
+            train_refusal=NO_STRATEGY,
             hook_headers=HEADERS_17_4,
             hook_disabling="forty-permanent",
         ),
@@ -176,6 +189,7 @@ PROFILES: dict[str, Profile] = {
             check_order="conflict-first",
             require_sha_setting=False,
             train_auto_merge_params=_BOTH,
+            train_refusal=NO_STRATEGY,
             hook_headers=HEADERS_17_4,
             hook_disabling="4xx-permanent",
         ),
@@ -190,6 +204,7 @@ PROFILES: dict[str, Profile] = {
             check_order="conflict-first",
             require_sha_setting=False,
             train_auto_merge_params=_BOTH,
+            train_refusal=NO_STRATEGY,
             hook_headers=HEADERS_17_4,
             hook_disabling="4xx-permanent",
         ),

@@ -224,22 +224,24 @@ def test_merge_without_sha_where_the_group_requires_one(release: str) -> None:
 
 
 def train_double(release: str) -> GitLabDouble:
-    d = make(release, required_approvals=1)
+    d = make(release)
     d.set_merge_trains(PROJECT)
     return d
 
 
 @pytest.mark.parametrize("param", ["auto_merge", "when_pipeline_succeeds"])
 def test_merge_train_add_with_pending_checks_per_release(release: str, param: str) -> None:
-    """POST /merge_trains/merge_requests/:iid for an MR whose approval is missing: with the
+    """POST /merge_trains/merge_requests/:iid for an MR whose pipeline still runs: with the
     parameter the release declares, auto-merge is set and the MR waits (202); `auto_merge` only
     exists from 17.11 (doc/api/merge_trains.md; `when_pipeline_succeeds` deprecated then, #521290,
     still declared), and up to 17.10 Grape drops it (ee/lib/api/merge_trains.rb
-    `params.slice(:sha, :squash, :when_pipeline_succeeds)`), so the MR is refused 400 "No
-    available merge train strategy" and never queues."""
+    `params.slice(:sha, :squash, :when_pipeline_succeeds)`), so the MR is asked onto the train
+    now, cannot be (ee/app/services/merge_trains/add_merge_request_service.rb), and is refused
+    400 ("Failed to merge" up to 17.10, "No available merge train strategy" from 17.11): it
+    never queues."""
     d = train_double(release)
     with d.mocked(URL):
-        iid = open_mr(d)
+        iid = open_mr(d, pipeline="running")
         answer = call("POST", f"/merge_trains/merge_requests/{iid}", json={param: True})
     known = param == "when_pipeline_succeeds" or release in FROM_17_11
     if known:
@@ -248,9 +250,20 @@ def test_merge_train_add_with_pending_checks_per_release(release: str, param: st
     else:
         assert (answer.status_code, answer.json()["message"]) == (
             400,
-            "400 Bad request - No available merge train strategy",
+            "400 Bad request - Failed to merge",
         )
         assert not d.mr(PROJECT, iid).auto_merge
+
+
+def test_merge_train_refusal_words_per_release(release: str) -> None:
+    """An MR that cannot join (its pipeline failed) is refused 400 with the release's words:
+    "Failed to merge" up to 17.10, "No available merge train strategy" from 17.11."""
+    d = train_double(release)
+    with d.mocked(URL):
+        iid = open_mr(d, pipeline="failed")
+        answer = call("POST", f"/merge_trains/merge_requests/{iid}", json={"auto_merge": True})
+    words = "No available merge train strategy" if release in FROM_17_11 else "Failed to merge"
+    assert (answer.status_code, answer.json()) == (400, {"message": f"400 Bad request - {words}"})
 
 
 # -- webhook headers --------------------------------------------------------------------------

@@ -103,8 +103,8 @@ class WebhookRelay:
 
     def _deliver(self, delivery: Delivery) -> None:
         targets = self.receivers(delivery.url)
-        if not targets:
-            return
+        if not targets or not self.double.deliverable(delivery):
+            return  # GitLab sends nothing to a hook disabled since the event was queued
         if self.fan_out and len(targets) > 1:
             for _ in range(self.copies):
                 list(self._pool.map(lambda url: self._post(delivery, url), targets))
@@ -124,6 +124,7 @@ class WebhookRelay:
         except requests.RequestException as exc:
             log.warning("webhook to %s not delivered: %s", url, type(exc).__name__)
             status = 0
+        self.double.hook_answered(delivery, status)  # the hook's auto-disabling counts it
         key = delivery.headers.get("Idempotency-Key", "")
         with self._lock:
             self.sent.append(Sent(delivery.kind, url, status, key))

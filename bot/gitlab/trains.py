@@ -32,8 +32,8 @@ from bot.gitlab.errors import (
     UnknownOutcome,
 )
 from bot.gitlab.merge import WAIT_SECONDS, WAIT_STATUSES
-from bot.gitlab.version import gitlab_version, train_join_param
 from bot.gitlab.reads import read_mr
+from bot.gitlab.version import gitlab_version, train_join_param
 from bot.gitlab.views import PIPELINE_RUNNING, MrView, NoteView, TrainCar
 
 log = logging.getLogger(__name__)

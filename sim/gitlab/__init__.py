@@ -8,6 +8,11 @@ with double.mocked():                 # python-gitlab / requests through `respon
 with double.serve() as base_url:      # or a real threaded server on 127.0.0.1
     ...
 
+GitLab releases differ: `GitLabDouble(version="16.11")` (or `double.version = ...`) answers as
+that release (versions.py: "15.11", "16.11", "17.5", "17.11", "19.5"; the default "sim" keeps
+what the double answered before profiles); `hook_auto_disabling` and `require_sha_for_merge`
+are the instance and group settings that go with them.
+
 People's moves on demand: `push`, `force_push` (history rewritten), `retarget`, `approve_as`,
 `add_note`, ...; `protect_branch` and the protected branches API (`edition = "ce"` for a GitLab
 without per-user entries), enforced on commits, branches, merges, rebases and pushes. Merge

@@ -121,17 +121,21 @@ class ControlMixin(FlowControlMixin):
     def disable_hook(
         self, project: ProjectRef, hook_id: int, *, until: datetime | None = None
     ) -> None:
-        """GitLab auto-disabling: until a time (`temporarily_disabled`) or for good (`disabled`)."""
+        """GitLab auto-disabling: until a time (`temporarily_disabled`) or for good (`disabled`);
+        the failure counter is set as the profile's GitLab would have it then."""
         with self.lock:
             hook = self._p(project).hooks[hook_id]
+            forty = self.state.profile.hook_disabling == "forty-permanent"
             hook.alert_status = "temporarily_disabled" if until else "disabled"
             hook.disabled_until = until
+            hook.recent_failures = 40 if forty and until is None else 4
 
     def enable_hook(self, project: ProjectRef, hook_id: int) -> None:
         """Re-enables a hook (as a successful test delivery does in GitLab)."""
         with self.lock:
             hook = self._p(project).hooks[hook_id]
             hook.alert_status, hook.disabled_until = "executable", None
+            hook.recent_failures = hook.backoff_count = 0
 
     def deploy(
         self,

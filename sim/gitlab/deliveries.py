@@ -10,7 +10,7 @@ import requests
 
 from . import webhooks
 from .control import ControlMixin
-from .model import Deployment, MergeRequest, Note, Project, User
+from .model import Deployment, Hook, MergeRequest, Note, Project, User
 from .seeding import ProjectRef, UserRef
 
 #: Accepted spellings of webhook kinds (ours and the X-Gitlab-Event names).
@@ -87,7 +87,11 @@ class WebhookMixin(ControlMixin):
                 else next((h.token for h in p.hooks.values() if h.token), None)
             )
             headers = webhooks.headers(
-                kind, secret, instance=self.state.web_url, idempotency_key=idempotency_key
+                kind,
+                secret,
+                instance=self.state.web_url,
+                idempotency_key=idempotency_key,
+                profile=self.state.profile,
             )
             return headers, json.dumps(payload).encode()
 
@@ -141,17 +145,56 @@ class WebhookMixin(ControlMixin):
         session: requests.Session | None = None,
         timeout: float = 10.0,
     ) -> list[tuple[webhooks.Delivery, requests.Response]]:
-        """POSTs and removes every queued webhook (to its hook's URL, or `url`)."""
+        """POSTs and removes every queued webhook (to its hook's URL, or `url`), as GitLab's
+        WebHookService does: a delivery whose hook was disabled meanwhile is dropped unsent,
+        and each answer counts for the hook's auto-disabling (`hook_answered`)."""
         with self.lock:
             queued = list(self.state.outgoing)
             self.state.outgoing.clear()
         sender = session or requests
         sent = []
         for delivery in queued:
+            if not self.deliverable(delivery):
+                continue
             target = url or delivery.url
             assert target, "a delivery needs a URL"
-            response = sender.post(
-                target, data=delivery.body, headers=delivery.headers, timeout=timeout
-            )
+            try:
+                response = sender.post(
+                    target, data=delivery.body, headers=delivery.headers, timeout=timeout
+                )
+            except requests.RequestException:
+                self.hook_answered(delivery, 0)
+                raise
+            self.hook_answered(delivery, response.status_code)
             sent.append((delivery, response))
         return sent
+
+    # -- auto-disabling ------------------------------------------------------------------------
+
+    def _delivery_hook(self, delivery: webhooks.Delivery) -> Hook | None:
+        if delivery.hook_id is None:
+            return None
+        for project in self.state.projects.values():
+            if delivery.hook_id in project.hooks:
+                return project.hooks[delivery.hook_id]
+        return None
+
+    def deliverable(self, delivery: webhooks.Delivery) -> bool:
+        """Whether GitLab would still send this queued delivery now: its hook exists and is
+        executable (WebHookService#execute: `return ... 'Hook disabled' if disabled?`). A
+        delivery a test built (no hook) always is."""
+        with self.lock:
+            if delivery.hook_id is None:
+                return True
+            hook = self._delivery_hook(delivery)
+            return hook is not None and self.state.hook_executable(hook)
+
+    def hook_answered(self, delivery: webhooks.Delivery, status: int) -> None:
+        """Counts one answer to a delivery for its hook's auto-disabling, as the version
+        profile's GitLab does (`webhooks.record_answer`); `status` 0 is no answer (a timeout, a
+        refused connection). Nothing when `hook_auto_disabling` is off."""
+        with self.lock:
+            hook = self._delivery_hook(delivery)
+            if hook is None or not self.state.hook_auto_disabling:
+                return
+            webhooks.record_answer(self.state.profile, hook, status, self.state.clock())

@@ -12,7 +12,7 @@ from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from . import server, timing
+from . import server, timing, versions
 from .app import DoubleApp, HungCall
 from .deliveries import WebhookMixin
 from .faults import Call, FaultPlan, FaultRule, FaultStatus, select
@@ -32,12 +32,15 @@ class GitLabDouble(WebhookMixin, OAuthMixin):
         self,
         web_url: str = "https://gitlab.example.com",
         *,
-        mode: str = "new",
+        mode: str | None = None,
         clock: Callable[[], datetime] | None = None,
+        version: str | None = None,
     ) -> None:
         self.lock = threading.RLock()
         self.state = State(web_url, clock or (lambda: datetime.now(UTC)))
-        self.state.mode = mode
+        if mode is not None and version is not None:
+            raise ValueError("give a version profile or a mode, not both")
+        self.version = version or versions.MODES.get(mode or "new", mode or "")
         self.faults = FaultPlan()
         self.calls: list[Call] = []
         self.app = DoubleApp(self.state, self.lock, self.faults, self.calls, threading.Event())
@@ -45,15 +48,58 @@ class GitLabDouble(WebhookMixin, OAuthMixin):
     # -- settings --------------------------------------------------------------------------
 
     @property
+    def version(self) -> str:
+        """The GitLab version profile the double answers as (versions.py): "15.11", "16.11",
+        "17.5", "17.11", "19.5" (the newest), or "sim" (the default: what the double answered
+        before profiles) / "sim-old". `GET /version` answers the profile's version."""
+        return self.state.profile.name
+
+    @version.setter
+    def version(self, value: str) -> None:
+        with self.lock:
+            self.state.profile = versions.profile(value)
+
+    @property
+    def profile(self) -> versions.Profile:
+        """The selected version profile (read it for the expected status codes)."""
+        return self.state.profile
+
+    @property
     def mode(self) -> str:
-        """ "old" (401 on a repeat approve, 406 on conflict) or "new" (304, 422)."""
-        return self.state.mode
+        """The old switch, kept for the tests written with it: "old" is the "sim-old" profile
+        (401 on a repeat approve, 406 on conflict), "new" the "sim" one (304, 422); any other
+        profile reads as its name."""
+        names = {profile: mode for mode, profile in versions.MODES.items()}
+        return names.get(self.state.profile.name, self.state.profile.name)
 
     @mode.setter
     def mode(self, value: str) -> None:
-        if value not in {"old", "new"}:
+        if value not in versions.MODES:
             raise ValueError("mode is 'old' or 'new'")
-        self.state.mode = value
+        self.version = versions.MODES[value]
+
+    @property
+    def hook_auto_disabling(self) -> bool:
+        """GitLab's `auto_disabling_web_hooks`: True (GitLab.com; the default) disables a hook
+        after four consecutive failed deliveries as the profile's release does; False is a
+        Self-Managed instance as installed (the flag is off by default since 15.10, #390157)."""
+        return self.state.hook_auto_disabling
+
+    @hook_auto_disabling.setter
+    def hook_auto_disabling(self, value: bool) -> None:
+        with self.lock:
+            self.state.hook_auto_disabling = value
+
+    def require_sha_for_merge(self, namespace: str, enabled: bool = True) -> None:
+        """The group setting "Require a commit SHA on the merge requests API" (GitLab 19.2+,
+        !236732; on by default for groups created on 19.2.0-19.2.5 and 19.3.0-19.3.1): a merge
+        without `sha` in a project of `namespace` (or a subgroup) is refused 400 "SHA must be
+        provided when merging". Only profiles with `require_sha_setting` have it."""
+        with self.lock:
+            if enabled and not self.state.profile.require_sha_setting:
+                raise ValueError(f"GitLab {self.state.profile.name} has no require_sha_for_merge")
+            names = self.state.require_sha_namespaces
+            names.add(namespace) if enabled else names.discard(namespace)
 
     @property
     def edition(self) -> str:

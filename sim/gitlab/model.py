@@ -149,6 +149,10 @@ class Hook:
     created_at: datetime
     alert_status: str = "executable"
     disabled_until: datetime | None = None
+    #: consecutive failed deliveries (GitLab's `recent_failures`; a 2xx/3xx resets it)
+    recent_failures: int = 0
+    #: backoffs so far (GitLab's `backoff_count`, up to 17.10)
+    backoff_count: int = 0
 
 
 @dataclass

@@ -16,6 +16,16 @@ if TYPE_CHECKING:
     from .state import State
 
 REBASE_FAILED = "Rebase failed: Rebase locally, resolve all conflicts, then push the branch."
+#: PUT /merge's messages (lib/api/merge_requests.rb; lib/api/helpers.rb check_sha_param! adds
+#: ": <head sha>" to the mismatch)
+SHA_REQUIRED = "SHA must be provided when merging"
+SHA_MISMATCH = "SHA does not match HEAD of source branch"
+CANNOT_BE_MERGED = "Branch cannot be merged"
+NOT_ALLOWED = "405 Method Not Allowed"
+#: `detailed_merge_status` values of GitLab's `mergeable_git_state_checks`
+GIT_CHECKS = frozenset({"conflict", "need_rebase"})
+#: Issuable::DESCRIPTION_LENGTH_MAX (app/models/concerns/issuable.rb: 1.megabyte characters)
+DESCRIPTION_LENGTH_MAX = 1_048_576
 
 
 def open_mr(
@@ -31,7 +41,9 @@ def open_mr(
     remove_source_branch: bool = False,
     source_project: Project | None = None,
 ) -> MergeRequest:
-    """Opens an MR (and its first pipeline); 409/422 like GitLab for duplicates and bad refs."""
+    """Opens an MR (and its first pipeline); 409/422 like GitLab for duplicates and bad refs,
+    400 for a description over 1,048,576 characters."""
+    check_description(description)
     source = source_project or project
     if source_branch not in source.branches:
         raise ApiError(422, [f'Source branch "{source_branch}" does not exist'])
@@ -80,6 +92,8 @@ def update_mr(
     """PUT /merge_requests/:iid: labels, title, description, state_event, branch options."""
     if actor.id != mr.author_id and state.access(project, actor.id) < Access.DEVELOPER:
         raise forbidden()
+    if params.get("description") is not None:
+        check_description(str(params["description"]))
     target = params.get("target_branch")
     if target is not None and target != mr.target_branch:
         check_target(state, project, mr, str(target))
@@ -112,6 +126,16 @@ def update_mr(
     if before != mr.labels:
         changes["labels"] = {"previous": before, "current": list(mr.labels)}
     state.emit(project, "merge_request", mr=mr, actor=actor, action=action, changes=changes)
+
+
+def check_description(description: str) -> None:
+    """Issuable's `validates :description, length: { maximum: DESCRIPTION_LENGTH_MAX }`: up to
+    1,048,576 characters (not bytes) are accepted; more is GitLab's 400 validation error
+    (render_validation_error!, from handle_merge_request_errors! / the update's errors)."""
+    if len(description) > DESCRIPTION_LENGTH_MAX:
+        raise ApiError(
+            400, {"description": [f"is too long (maximum is {DESCRIPTION_LENGTH_MAX} characters)"]}
+        )
 
 
 def check_target(state: State, project: Project, mr: MergeRequest, target: str) -> None:
@@ -161,8 +185,11 @@ def approve(
             check_items=list(project.check_items),
         )
     if actor.id in mr.approvals:
-        # Older GitLab refuses a repeat as "not allowed" (401); newer answers 304.
-        raise unauthorized() if state.mode == "old" else ApiError(304, None)
+        # GitLab up to the newest release: 401 (ApprovalService refuses, `unauthorized!`); the
+        # newest: 304 (`not_modified! if approved_by?`, !244481). See versions.Profile.
+        if state.profile.repeat_approve == 304:
+            raise ApiError(304, None)
+        raise unauthorized()
     mr.approvals.append(actor.id)
     mr.updated_at = state.clock()
     state.emit(project, "merge_request", mr=mr, actor=actor, action="approval")
@@ -172,8 +199,11 @@ def approve(
 
 
 def unapprove(state: State, project: Project, mr: MergeRequest, actor: User) -> None:
-    """POST /unapprove: 404 when this user had not approved."""
+    """POST /unapprove: 404 when this user had not approved (304 on the newest GitLab:
+    `not_modified! unless approved_by?`, !244481)."""
     if actor.id not in mr.approvals:
+        if state.profile.unapprove_absent == 304:
+            raise ApiError(304, None)
         raise not_found("Not Found")
     was_approved = len(mr.approvals) >= project.required_approvals
     mr.approvals.remove(actor.id)
@@ -193,22 +223,13 @@ def merge(
     message: str | None = None,
     squash: bool | None = None,
 ) -> None:
-    """PUT /merge: 401 (may not merge into the target: too low a role, or a protected target
-    branch whose push and merge lists leave the caller out), 405 not mergeable, 406/422
-    conflict, 422 need_rebase, 409 stale sha. The merge's result follows the merge method and
-    squashing (`merge_result`)."""
-    if not protection.can_merge(state, project, actor, mr.target_branch):
-        raise unauthorized()
+    """PUT /merge, refused as the version profile's GitLab does (versions.CHECK_ORDERS):
+    400 no `sha` where the group requires one (19.2+), 401 may not merge into the target (too
+    low a role, or a protected target branch whose push and merge lists leave the caller out),
+    405 not mergeable now, 406/422 "Branch cannot be merged" (conflict, or a rebase needed),
+    409 stale sha. The merge's result follows the merge method and squashing (`merge_result`)."""
     flow.check_now(state, project, mr)  # `mergeable?` checks mergeability synchronously
-    status = state.detailed_status(project, mr)
-    if status == "conflict":
-        raise ApiError(406 if state.mode == "old" else 422, "Branch cannot be merged")
-    if status == "need_rebase":
-        raise ApiError(422, "Branch cannot be merged")
-    if status != "mergeable":
-        raise ApiError(405, "405 Method Not Allowed")
-    if sha is not None and sha != mr.sha:
-        raise ApiError(409, "SHA does not match HEAD of source branch")
+    check_merge(state, project, mr, actor, sha)
     if squash:
         mr.squash = True  # the API stores `squash` on the MR before merging
     new_head = merge_result(state, project, mr, actor, message)
@@ -218,8 +239,9 @@ def merge(
     state.move_branch(project, mr.target_branch, new_head, actor)
     remove = mr.remove_source_branch if remove_source_branch is None else remove_source_branch
     source = state.projects[mr.source_project_id]
-    # GitLab deletes the source branch as the merging user; a protected one it may not delete stays
-    if remove and protection.can_delete(state, source, actor, mr.source_branch):
+    # GitLab deletes the source branch as the merging user, and never a protected one: it stays
+    # without a word (MergeService#delete_source_branch? -> can_remove_source_branch?)
+    if remove and protection.can_remove_source_branch(state, source, actor, mr.source_branch):
         source.branches.pop(mr.source_branch, None)
     state.emit(project, "merge_request", mr=mr, actor=actor, action="merge")
 
@@ -255,6 +277,49 @@ def merge_result(
     commit = state.make_commit((target, source), tree, message or default, actor.id)
     mr.merge_commit_sha = commit.sha
     return commit.sha
+
+
+def check_merge(
+    state: State, project: Project, mr: MergeRequest, actor: User, sha: str | None
+) -> None:
+    """PUT /merge's refusals in the profile's order. GitLab: lib/api/merge_requests.rb
+    (`put ':id/merge_requests/:merge_request_iid/merge'`, execute_merge)."""
+    profile = state.profile
+    if profile.require_sha_setting and not sha and _sha_required(state, project):
+        raise ApiError(400, SHA_REQUIRED)
+    if not protection.can_merge(state, project, actor, mr.target_branch):
+        raise unauthorized()
+    stale = sha is not None and sha != mr.sha
+    if profile.check_order == "sha-first":
+        if stale:
+            raise ApiError(409, f"{SHA_MISMATCH}: {mr.sha}")
+        if state.detailed_status(project, mr) != "mergeable":
+            raise ApiError(405, NOT_ALLOWED)  # `not_allowed! unless mergeable?`: conflicts too
+        return
+    status = state.detailed_status(project, mr)
+    # "state-first": `not_allowed!` unless mergeable_state? (the checks but the git ones) first
+    if (
+        profile.check_order == "state-first"
+        and status in GIT_CHECKS
+        and state.detailed_status(project, mr, git_checks=False) != "mergeable"
+    ):
+        raise ApiError(405, NOT_ALLOWED)
+    if status in GIT_CHECKS:
+        raise ApiError(profile.cannot_be_merged, CANNOT_BE_MERGED)
+    if status != "mergeable":
+        raise ApiError(405, NOT_ALLOWED)
+    if stale:
+        raise ApiError(409, f"{SHA_MISMATCH}: {mr.sha}")
+
+
+def _sha_required(state: State, project: Project) -> bool:
+    """`user_project.namespace.require_sha_for_merge?`: the project's group (or a parent
+    group) has the setting on."""
+    namespace = project.namespace
+    return any(
+        namespace == name or namespace.startswith(name + "/")
+        for name in state.require_sha_namespaces
+    )
 
 
 def start_rebase(state: State, project: Project, mr: MergeRequest, actor: User) -> None:

@@ -29,6 +29,7 @@ PUSH_API = "You are not allowed to push into this branch"
 PUSH_GIT = "You are not allowed to push code to protected branches on this project."
 FORCE_PUSH_GIT = "You are not allowed to force push code to a protected branch on this project."
 CREATE = "You are not allowed to create protected branches on this project."
+DELETE_DEFAULT = "The default branch of a project cannot be deleted."
 DELETE = (
     "You are not allowed to delete protected branches from this project. "
     "Only a project maintainer or owner can delete a protected branch."
@@ -87,6 +88,19 @@ def can_delete(state: State, project: Project, user: User, branch: str) -> bool:
     """Branch deletion through the API: Developer, or Maintainer for a protected branch."""
     needed = Access.MAINTAINER if rules_for(project, branch) else Access.DEVELOPER
     return state.access(project, user.id) >= needed
+
+
+def can_remove_source_branch(state: State, project: Project, user: User, branch: str) -> bool:
+    """`MergeRequest#can_remove_source_branch?`, checked again after a merge before the source
+    branch is deleted (MergeService#delete_source_branch?): never a protected branch (whoever
+    merges, Maintainer included) nor the default branch, and only by someone who may push code
+    (Developer). Otherwise GitLab keeps the branch and says nothing. GitLab: app/models/
+    merge_request.rb, app/services/merge_requests/merge_service.rb."""
+    return (
+        not rules_for(project, branch)
+        and branch != project.default_branch
+        and state.access(project, user.id) >= Access.DEVELOPER
+    )
 
 
 def check_person_push(state: State, project: Project, user: User, branch: str, onto: str) -> None:

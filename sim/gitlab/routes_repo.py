@@ -38,8 +38,8 @@ def current_user(ctx: Ctx) -> Reply:
 
 @router.route("GET", "/version")
 def version(ctx: Ctx) -> Reply:
-    """The instance's version (any valid token may read it)."""
-    return Reply(200, {"version": "17.5.0-sim", "revision": "sim"})
+    """The instance's version as the version profile says (any valid token may read it)."""
+    return Reply(200, {"version": ctx.state.profile.version, "revision": "sim"})
 
 
 @router.route("GET", "/personal_access_tokens/self")
@@ -110,11 +110,16 @@ def create_branch(ctx: Ctx) -> Reply:
 
 @router.route("DELETE", P + "/repository/branches/{branch}")
 def delete_branch(ctx: Ctx) -> Reply:
-    """Deletes a branch; 404 when missing."""
+    """Deletes a branch (lib/api/branches.rb, Branches::DeleteService): 403 below Developer
+    (`authorize_push_project`), 404 when missing, 400 with the pre-receive check's message for
+    the default branch or a protected one the caller may not delete (Maintainer needed:
+    Gitlab::Checks::BranchCheck, UserAccess#can_delete_branch?)."""
     project = ctx.project()
     _need(ctx, project, Access.DEVELOPER)
     if ctx.args["branch"] not in project.branches:
         raise not_found("Branch Not Found")
+    if ctx.args["branch"] == project.default_branch:
+        raise bad_request(protection.DELETE_DEFAULT)
     if not protection.can_delete(ctx.state, project, ctx.user, ctx.args["branch"]):
         raise bad_request(protection.DELETE)
     del project.branches[ctx.args["branch"]]

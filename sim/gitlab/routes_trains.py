@@ -54,8 +54,12 @@ def get_car(ctx: Ctx) -> Reply:
 @router.route("POST", CAR)
 def add_car(ctx: Ctx) -> Reply:
     """Adds the MR to its target branch's train (201) or sets auto-merge so that it joins when
-    its checks pass (202; `auto_merge`, or the deprecated `when_pipeline_succeeds`); answers
-    the whole train of that branch either way."""
+    its checks pass (202); answers the whole train of that branch either way. Which parameter
+    asks for the latter depends on the release (versions.Profile.train_auto_merge_params):
+    `when_pipeline_succeeds` up to 17.10, `auto_merge` too from 17.11. A parameter the release
+    does not declare is dropped as Grape drops it (ee/lib/api/merge_trains.rb
+    `params.slice(:sha, :squash, :when_pipeline_succeeds)`): an MR whose checks are pending is
+    then refused 400 "No available merge train strategy" instead of queued."""
     project = ctx.project()
     trains.check_available(ctx.state, project, ctx.user)
     mr = ctx.mr(project)
@@ -65,7 +69,7 @@ def add_car(ctx: Ctx) -> Reply:
         mr,
         ctx.user,
         sha=ctx.text("sha"),
-        auto_merge=ctx.flag("auto_merge") or ctx.flag("when_pipeline_succeeds"),
+        auto_merge=any(ctx.flag(name) for name in ctx.state.profile.train_auto_merge_params),
         squash=ctx.flag("squash"),
     )
     reply = _listed(ctx, project, mr.target_branch)

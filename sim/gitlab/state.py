@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import unquote
 
-from . import flow, repo, trains, webhooks
+from . import flow, repo, trains, versions, webhooks
 from .errors import not_found
 from .model import (
     COMPLETED_STATUSES,
@@ -45,7 +45,13 @@ class State:
     def __init__(self, web_url: str, clock: Callable[[], datetime]) -> None:
         self.web_url = web_url.rstrip("/")
         self.clock = clock
-        self.mode = "new"
+        #: the GitLab release the double answers as (versions.py)
+        self.profile = versions.profile(versions.DEFAULT)
+        #: GitLab's `auto_disabling_web_hooks` (always on at GitLab.com; a flag off by default on
+        #: Self-Managed since 15.10, #390157): hooks failing four times in a row are disabled
+        self.hook_auto_disabling = True
+        #: namespaces with "Require a commit SHA on the merge requests API" on (GitLab 19.2+)
+        self.require_sha_namespaces: set[str] = set()
         #: "premium" (per-user and per-group protected branch entries) or "ce" (roles only)
         self.edition = "premium"
         self.new_pipeline_status = "running"
@@ -303,12 +309,16 @@ class State:
             return False
         return not repo.is_ancestor(self.commits, target, mr.sha)
 
-    def detailed_status(self, project: Project, mr: MergeRequest) -> str:
+    def detailed_status(
+        self, project: Project, mr: MergeRequest, *, git_checks: bool = True
+    ) -> str:
         """GitLab's `detailed_merge_status`: the first failing check wins, in GitLab's order
         (MergeRequests::Mergeability::DetailedMergeStatusService: a pending check first, then
         `all_mergeability_checks` without CI, EE's before CE's, the git checks last, and the CI
         check after all of them; GitLab: app/models/merge_request.rb,
-        ee/app/models/ee/merge_request.rb `mergeable_state_checks`)."""
+        ee/app/models/ee/merge_request.rb `mergeable_state_checks`). `git_checks=False` leaves
+        out conflict and need_rebase (GitLab's `mergeable_state?` without
+        `mergeable_git_state_checks`)."""
         if mr.state != "opened":
             return "not_open"
         if mr.forced_status:
@@ -325,9 +335,9 @@ class State:
             return "merge_time"
         if mr.draft:
             return "draft_status"
-        if self.has_conflicts(project, mr):
+        if git_checks and self.has_conflicts(project, mr):
             return "conflict"
-        if self.needs_rebase(project, mr):
+        if git_checks and self.needs_rebase(project, mr):
             return "need_rebase"
         return self.ci_status(project, mr)
 
@@ -377,7 +387,9 @@ class State:
             if not hook.flags.get(EVENT_FLAGS[kind]) or not self.hook_executable(hook):
                 continue
             payload = webhooks.build(self, kind, project=project, **build)
-            headers = webhooks.headers(kind, hook.token, instance=self.web_url)
+            headers = webhooks.headers(
+                kind, hook.token, instance=self.web_url, profile=self.profile
+            )
             body = json.dumps(payload).encode()
             self.outgoing.append(webhooks.Delivery(kind, hook.url, headers, body, hook.id))
             self.emitted.set()

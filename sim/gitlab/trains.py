@@ -47,6 +47,7 @@ NOT_SUCCEEDED = frozenset({"failed", "canceled", "skipped"})
 SHA_MISMATCH = "SHA does not match HEAD of source branch: {sha}"
 ALREADY_SET = "Merge request is already set to Auto-Merge"
 NOT_ENABLED = "400 Bad request - Merge trains are not enabled for this project"
+#: (the words of an MR that cannot join now depend on the release: versions.train_refusal)
 NO_STRATEGY = "400 Bad request - No available merge train strategy"
 CAR_NOT_FOUND = "404 Merge Train Merge Request Not Found"
 PIPELINE_FAILED = "pipeline did not succeed"
@@ -120,7 +121,7 @@ def add(
     if mr.state != "opened" or not (
         status == "mergeable" or (auto_merge and status in CHECKS_PENDING)
     ):
-        raise ApiError(400, NO_STRATEGY)
+        raise ApiError(400, f"400 Bad request - {state.profile.train_refusal}")
     if squash:
         mr.squash = True
     mr.auto_merge, mr.auto_merge_user_id = True, user.id

@@ -157,7 +157,13 @@ def test_merge_into_a_protected_target_and_rebase_of_a_protected_source(
     assert double.mr(PROJECT, iid).state == "opened"
     assert call("PUT", f"{mr}/merge", json={"should_remove_source_branch": True}).status_code == 200
     assert double.mr(PROJECT, iid).state == "merged"
-    assert double.branch_head(PROJECT, "gitops/op-1") is None  # a Maintainer may delete it
+    # GitLab never removes a protected source branch on merge, whoever merges (a Maintainer
+    # here): MergeRequest#can_remove_source_branch? is false for it. It is kept without a word;
+    # deleting it takes a Maintainer's DELETE of the branch.
+    assert double.branch_head(PROJECT, "gitops/op-1") is not None
+    deleted = call("DELETE", f"{API}/repository/branches/gitops%2Fop-1")
+    assert deleted.status_code == 204
+    assert double.branch_head(PROJECT, "gitops/op-1") is None
 
 
 def test_deleting_a_protected_branch_needs_a_maintainer(double: GitLabDouble) -> None:

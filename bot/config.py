@@ -186,8 +186,16 @@ class Settings:
     reconcile_interval: int = 60
     reconcile_min_age: int = 120
     reconcile_max_age: int = 86400
-    #: webhook and API bodies larger than this are refused with 413
+    #: API bodies (and unauthenticated webhook bodies) larger than this are refused with 413
     max_body_bytes: int = 1_048_576
+    #: the largest GitLab webhook body taken in (GITOPS_WEBHOOK_MAX_BODY_BYTES); an
+    #: authenticated delivery over it is answered 2xx and quarantined with its size (GitLab
+    #: disables a hook after four 4xx). GitLab allows MR descriptions of 1,048,576 characters
+    #: (app/models/concerns/issuable.rb DESCRIPTION_LENGTH_MAX) and an edit's hook carries one
+    #: three times (the MR's, `changes.description` previous and current); a character JSON
+    #: escapes takes 6 bytes (`\u003c`), one outside the BMP 12 (a surrogate pair): 40 MiB
+    #: holds the worst case, 3 x 12 MiB, and the rest of the payload
+    webhook_max_body_bytes: int = 40 * 1_048_576
     #: times a stored delivery may fail processing before it is quarantined with its last error
     inbox_max_attempts: int = 5
     #: seconds a stored delivery is retried while GitLab or the approval system fails (their
@@ -313,6 +321,9 @@ class Settings:
             ),
             reconcile_max_age=_positive_int(env, "GITOPS_RECONCILE_MAX_AGE", cls.reconcile_max_age),
             max_body_bytes=_positive_int(env, "GITOPS_MAX_BODY_BYTES", cls.max_body_bytes, "bytes"),
+            webhook_max_body_bytes=_positive_int(
+                env, "GITOPS_WEBHOOK_MAX_BODY_BYTES", cls.webhook_max_body_bytes, "bytes"
+            ),
             body_timeout=body_timeout,
             outbox_max_attempts=_positive_int(
                 env, "GITOPS_OUTBOX_MAX_ATTEMPTS", cls.outbox_max_attempts, "attempts"

@@ -23,8 +23,9 @@ from webhooks.metrics import ACK_SECONDS, DELIVERIES
 log = logging.getLogger(__name__)
 
 
-def read_body() -> bytes:
-    """The request body, never more than the configured limit (413 past it).
+def read_body(limit: int | None = None) -> bytes:
+    """The request body, never more than `limit` bytes (GITOPS_MAX_BODY_BYTES by default;
+    413 past it).
 
     A declared Content-Length over the limit is refused by werkzeug before reading; a body
     without one (chunked) is read from the server's stream to one byte past the limit
@@ -34,7 +35,9 @@ def read_body() -> bytes:
     """
     from webhooks.body import body_deadline
 
-    limit = services_of().settings.max_body_bytes
+    if limit is None:
+        limit = services_of().settings.max_body_bytes
+    request.max_content_length = limit  # werkzeug's check of a declared Content-Length
     with body_deadline():
         if request.content_length is not None or "wsgi.input" not in request.environ:
             return request.get_data(cache=False)

@@ -33,6 +33,7 @@ from bot.services import Services
 from bot.store.clients import change_owner
 from bot.store.engine import Engine
 from bot.store.hooks import HooksReport, last_report
+from bot.store.inbox import DELIVERIES_WINDOW, quarantined_since
 from bot.store.models import utcnow
 from bot.store.outbox import OutboxRow, callback_targets, dead_count, unsent_rows
 from bot.store.queries import step_name
@@ -329,6 +330,7 @@ def index() -> Response:
         sections=sections,
         queues=merge_queues(services.engine),
         dead=dead_outbox(services.engine),
+        quarantined=quarantined_since(services.engine, now - DELIVERIES_WINDOW),
         step_words=words,
         duration=duration,
         threshold=duration(threshold.total_seconds()),

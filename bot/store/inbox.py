@@ -6,7 +6,7 @@ bot/ingress/inbox.py decides what a delivery is and when it is stored; these are
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Text, func, literal, select, update
@@ -216,3 +216,32 @@ def quarantine_spent(
     )
     with engine.begin() as conn:
         return [(int(row.id), str(row.source)) for row in conn.execute(stmt)]
+
+
+#: How far back doctor and the dashboard look for quarantined webhook deliveries.
+DELIVERIES_WINDOW = timedelta(hours=24)
+
+
+@dataclass(frozen=True, slots=True)
+class Quarantined:
+    """Deliveries quarantined since a time: how many, and the newest one's source and reason."""
+
+    count: int
+    source: str | None = None
+    reason: str | None = None
+
+
+def quarantined_since(engine: Engine, since: datetime) -> Quarantined:
+    """The deliveries quarantined since `since` (two small reads)."""
+    recent = INBOX.c.status == "quarantined", INBOX.c.received_at >= since
+    with engine.connect() as conn:
+        count = conn.execute(select(func.count()).select_from(INBOX).where(*recent)).scalar_one()
+        newest = conn.execute(
+            select(INBOX.c.source, INBOX.c.reason)
+            .where(*recent)
+            .order_by(INBOX.c.received_at.desc(), INBOX.c.id.desc())
+            .limit(1)
+        ).first()
+    if not count or newest is None:
+        return Quarantined(0)
+    return Quarantined(int(count), newest.source, newest.reason)

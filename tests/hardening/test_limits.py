@@ -76,6 +76,15 @@ class Server:
         with self.engine.connect() as conn:
             return bool(conn.execute(query).scalar_one())
 
+    def delivery_row(self, key: str) -> tuple[str, str | None, int] | None:
+        """(status, reason, body length) of the webhook delivery with this Idempotency-Key."""
+        query = select(INBOX.c.status, INBOX.c.reason, func.length(INBOX.c.body)).where(
+            INBOX.c.delivery_key == f"gitlab:{key}"
+        )
+        with self.engine.connect() as conn:
+            row = conn.execute(query).first()
+        return None if row is None else (row[0], row[1], int(row[2]))
+
     def stored_change(self, subject_id: str) -> bool:
         """Whether an API change request for this subject became an operation."""
         query = (
@@ -100,6 +109,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         "GITOPS_WEB_THREADS": str(THREADS),
         "GITOPS_BODY_TIMEOUT": str(TIMEOUT),
         "GITOPS_MAX_BODY_BYTES": str(LIMIT),
+        "GITOPS_WEBHOOK_MAX_BODY_BYTES": str(LIMIT),
         "GITOPS_DATABASE_URL": database_url,
         "GITOPS_WEBHOOK_SECRET": SECRET,
         "GITOPS_API_TOKEN": TOKEN,
@@ -319,14 +329,14 @@ def test_slow_clients_holding_every_thread_do_not_stop_the_bot_answering(server:
 TOO_LARGE = "request_entity_too_large"
 
 
-@pytest.mark.parametrize("kind", ["gitlab", "api"])
 def test_a_declared_content_length_over_the_limit_is_413_before_the_body_is_sent(
-    server: Server, kind: str
+    server: Server,
 ) -> None:
-    """Content-Length one byte over the limit: 413 at once, without waiting for the body."""
-    sent = new_request(kind)
+    """An API request with Content-Length one byte over the limit: 413 at once, without
+    waiting for the body."""
+    sent = new_request("api")
     with contextlib.closing(server.connect()) as sock:
-        sock.sendall(request_head(kind, length=LIMIT + 1, key=sent.key))
+        sock.sendall(request_head("api", length=LIMIT + 1, key=sent.key))
         started = time.monotonic()
         status, body = read_answer(sock, within=TIMEOUT)  # well before a body deadline
         waited = time.monotonic() - started
@@ -336,18 +346,39 @@ def test_a_declared_content_length_over_the_limit_is_413_before_the_body_is_sent
     assert not sent.stored(server)
 
 
-@pytest.mark.parametrize("kind", ["gitlab", "api"])
-def test_a_chunked_body_over_the_limit_is_413_and_one_within_it_is_accepted(
-    server: Server, kind: str
+def test_an_authenticated_webhook_over_the_limit_is_2xx_and_quarantined_unread(
+    server: Server,
+) -> None:
+    """GitLab disables a hook after four 4xx answers in a row: an authenticated delivery
+    declaring a body over GITOPS_WEBHOOK_MAX_BODY_BYTES is answered 2xx at once, without
+    waiting for the body, and kept quarantined with its size as the reason (no body kept)."""
+    sent = new_request("gitlab")
+    with contextlib.closing(server.connect()) as sock:
+        sock.sendall(request_head("gitlab", length=LIMIT + 1, key=sent.key))
+        started = time.monotonic()
+        status, body = read_answer(sock, within=TIMEOUT)
+        waited = time.monotonic() - started
+    assert 200 <= status < 300, body
+    assert body["status"] == "quarantined"
+    assert waited < TIMEOUT
+    row = server.delivery_row(sent.key)
+    assert row is not None
+    assert row[0] == "quarantined"
+    assert f"body of {LIMIT + 1} bytes over GITOPS_WEBHOOK_MAX_BODY_BYTES ({LIMIT})" in str(row[1])
+    assert row[2] == 0
+
+
+def test_a_chunked_api_body_over_the_limit_is_413_and_one_within_it_is_accepted(
+    server: Server,
 ) -> None:
     """No Content-Length: the body is cut off past the limit (413, nothing stored); the same
     request just under the limit goes through."""
-    small = new_request(kind, size=LIMIT - 10)
-    large = new_request(kind, size=LIMIT + 8192)
+    small = new_request("api", size=LIMIT - 10)
+    large = new_request("api", size=LIMIT + 8192)
     answers = []
     for sent in (small, large):
         with contextlib.closing(server.connect()) as sock:
-            sock.sendall(request_head(kind, length=None, key=sent.key) + chunked(sent.body))
+            sock.sendall(request_head("api", length=None, key=sent.key) + chunked(sent.body))
             answers.append(read_answer(sock, within=10))
     (small_status, small_body), (large_status, large_body) = answers
     assert 200 <= small_status < 300, small_body
@@ -355,6 +386,29 @@ def test_a_chunked_body_over_the_limit_is_413_and_one_within_it_is_accepted(
     assert large_status == 413, large_body
     assert large_body["error"] == TOO_LARGE
     assert not large.stored(server)
+
+
+def test_a_chunked_webhook_over_the_limit_is_quarantined_and_one_within_it_is_accepted(
+    server: Server,
+) -> None:
+    """No Content-Length: an authenticated webhook body is read to one byte past the limit,
+    then answered 2xx and quarantined (nothing of it kept); one just under goes through."""
+    small = new_request("gitlab", size=LIMIT - 10)
+    large = new_request("gitlab", size=LIMIT + 8192)
+    answers = []
+    for sent in (small, large):
+        with contextlib.closing(server.connect()) as sock:
+            sock.sendall(request_head("gitlab", length=None, key=sent.key) + chunked(sent.body))
+            answers.append(read_answer(sock, within=10))
+    (small_status, small_body), (large_status, large_body) = answers
+    assert 200 <= small_status < 300, small_body
+    assert server.delivery_row(small.key) is not None
+    assert server.delivery_row(small.key)[0] != "quarantined"  # type: ignore[index]
+    assert 200 <= large_status < 300, large_body
+    row = server.delivery_row(large.key)
+    assert row is not None
+    assert row[0] == "quarantined"
+    assert row[2] == 0
 
 
 @pytest.mark.parametrize("value", ["0", "-5", "ten"])

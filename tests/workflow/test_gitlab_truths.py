@@ -6,9 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from sqlalchemy import select
 
+from bot.app.doctor.checklist import MISS
+from bot.app.doctor.services import check_deliveries
 from bot.core.states import BindingState as S
 from bot.core.states import Flow, Step
+from bot.store.models import INBOX, utcnow
 from sim.gitlab import mr_ops
 from tests.builders import operation
 from tests.workflow.harness import PROJECT, SECRETS, Bot
@@ -213,3 +217,70 @@ def test_pipelines_canceling_or_waiting_for_callback_are_waited_for(bot: Bot, st
     bot.pass_pipeline(op_id, "success")
     bot.settle()
     assert bot.state(op_id) is S.MERGED
+
+
+def test_an_mr_edit_with_the_largest_description_gitlab_allows_is_taken_in(bot: Bot) -> None:
+    """GitLab allows 1,048,576 characters of MR description and an edit's hook carries it
+    three times (the MR's, `changes.description` previous and current): JSON-escaped, up to
+    37.7 MB. Four such edits in a row are all answered 2xx and none is
+    quarantined (a 4xx for each would have GitLab disable the hook)."""
+    _, mr_iid = _approved_and_passed(bot)
+    statuses = []
+    for n in range(4):
+        text = ("é" if n % 2 else "\U0001f600") * 1_048_576  # JSON: 6 and 12 bytes each
+        previous = bot.gitlab.mr(PROJECT, mr_iid).description
+        with bot.gitlab.lock:
+            bot.gitlab.mr(PROJECT, mr_iid).description = text
+        headers, body = bot.gitlab.webhook(
+            "merge_request",
+            project=PROJECT,
+            iid=mr_iid,
+            action="update",
+            changes={"description": {"previous": previous, "current": text}},
+            token=SECRETS["webhook"],
+            idempotency_key=f"edit-{n}",
+        )
+        assert len(body) > 4_000_000
+        statuses.append(bot.client.post("/webhooks/gitlab", data=body, headers=headers).status_code)
+    assert all(200 <= status < 300 for status in statuses), statuses
+    with bot.services.engine.connect() as conn:
+        kept = conn.execute(
+            select(INBOX.c.status).where(INBOX.c.delivery_key.like("gitlab:edit-%"))
+        ).scalars()
+        found = list(kept)
+    assert len(found) == 4
+    assert "quarantined" not in found, reasons(bot)
+
+
+def reasons(bot: Bot) -> list[str | None]:
+    """The reasons of the quarantined deliveries."""
+    with bot.services.engine.connect() as conn:
+        query = select(INBOX.c.reason).where(INBOX.c.status == "quarantined")
+        return list(conn.execute(query).scalars())
+
+
+def test_an_oversized_delivery_is_answered_2xx_and_shown_by_doctor_and_the_dashboard(
+    make_bot: Any,
+) -> None:
+    """An authenticated delivery over GITOPS_WEBHOOK_MAX_BODY_BYTES: 2xx (never the 413 that
+    counts toward GitLab disabling the hook), quarantined with its size, named by `doctor`
+    (a miss, with the fix) and by a banner on the dashboard; a wrong token is still 401."""
+    bot = make_bot(webhook_max_body_bytes=50_000)
+    _, mr_iid = _approved_and_passed(bot)
+    headers, body = bot.gitlab.webhook(
+        "merge_request", project=PROJECT, iid=mr_iid, token=SECRETS["webhook"], action="update"
+    )
+    padded = body[:-1] + b', "padding": "' + b"x" * 60_000 + b'"}'
+    answer = bot.client.post("/webhooks/gitlab", data=padded, headers=headers)
+    assert answer.status_code == 200
+    assert answer.get_json() == {"status": "quarantined"}
+    wrong = {**headers, "X-Gitlab-Token": "wrong"}
+    assert bot.client.post("/webhooks/gitlab", data=padded, headers=wrong).status_code == 401
+    check = check_deliveries(bot.services, utcnow(), database_ok=True)
+    assert check.status == MISS
+    assert f"body of {len(padded)} bytes over GITOPS_WEBHOOK_MAX_BODY_BYTES (50000)" in (
+        check.detail
+    )
+    page = bot.client.get("/", headers={"Authorization": "Bearer api-token"})
+    assert page.status_code == 200
+    assert "1 webhook delivery\n  quarantined in the last 24 h" in page.get_data(as_text=True)

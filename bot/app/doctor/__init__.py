@@ -30,6 +30,7 @@ from bot.app.doctor.services import (
     check_approval,
     check_callbacks,
     check_database,
+    check_deliveries,
     check_public_url,
     check_queue,
 )
@@ -108,6 +109,7 @@ def _checks(services: Services, now: datetime) -> list[Check]:
         )
         checks.append(check_hook(author, project, url, now))
         checks.append(check_protection(author, project))
+    checks.append(check_deliveries(services, now, database.status == OK))
     checks.append(check_approval(services))
     checks.append(check_public_url(settings))
     checks.append(check_callbacks(settings))

@@ -3,6 +3,8 @@ approval system, its own public URL and the completion callbacks' settings."""
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from redis.exceptions import RedisError
 
 from bot.app.doctor.checklist import MISS, OK, SKIPPED, Check
@@ -11,6 +13,7 @@ from bot.approval.reach import http_status
 from bot.config import Settings
 from bot.services import Services
 from bot.store.health import schema_state
+from bot.store.inbox import DELIVERIES_WINDOW, quarantined_since
 
 #: An approval id no approval system hands out: its status read shows the system answers.
 PROBE_ID = "gitops-bot-doctor-probe"
@@ -125,3 +128,21 @@ def check_callbacks(settings: Settings) -> Check:
             "list the receivers' hosts in GITOPS_CALLBACK_HOSTS",
         )
     return Check(name, OK, f"allowed to {len(hosts)} host(s): {', '.join(hosts)}")
+
+
+def check_deliveries(services: Services, now: datetime, database_ok: bool) -> Check:
+    """No webhook delivery quarantined in the last day: each one is an event the bot took in
+    (answered 2xx, so GitLab keeps the hook enabled) and never acted on."""
+    name = "webhook deliveries"
+    if not database_ok:
+        return Check(name, SKIPPED, "the database does not answer")
+    found = quarantined_since(services.engine, now - DELIVERIES_WINDOW)
+    if not found.count:
+        return Check(name, OK, "none quarantined in the last 24 h")
+    return Check(
+        name,
+        MISS,
+        f"{found.count} quarantined in the last 24 h; the newest ({found.source}): {found.reason}",
+        "read the reason: a body over GITOPS_WEBHOOK_MAX_BODY_BYTES needs a larger limit, an "
+        "unusable payload a look at what sent it; the events they carried were not acted on",
+    )

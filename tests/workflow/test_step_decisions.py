@@ -67,6 +67,7 @@ MR = MrView(
     web_url="https://gitlab.example/p/-/merge_requests/7",
     head_pipeline_id=42,
     head_pipeline_status="success",
+    head_pipeline_sha=SHA,
 )
 
 OP = OperationRow(
@@ -107,7 +108,10 @@ APPROVED_OP = replace(
 
 
 def mr(**changes: Any) -> MrView:
-    """The open MR at SHA with a passed pipeline, but for `changes`."""
+    """The open MR at SHA with a passed pipeline, but for `changes` (its pipeline on its head,
+    unless `head_pipeline_sha` says otherwise)."""
+    if "sha" in changes and "head_pipeline_sha" not in changes:
+        changes["head_pipeline_sha"] = changes["sha"]
     return replace(MR, **changes)
 
 
@@ -446,6 +450,7 @@ ALLOWED = {
     "typing",
     "bot.app.steps.decisions",
     "bot.core.events",
+    "bot.core.pipelines",  # pure: the one judgement of a pipeline for a head
     "bot.core.states",
     "bot.gitlab.approve",
     "bot.gitlab.merge",

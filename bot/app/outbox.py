@@ -52,12 +52,14 @@ from bot.errors import CannotProceed, TransientError
 from bot.gitlab import (
     GitLabUnavailable,
     Project,
+    branch_name,
     close_mr,
+    delete_branch,
     set_labels,
     unapprove,
     upsert_status_note,
 )
-from bot.gitlab.errors import scrub
+from bot.gitlab.errors import Forbidden, GitLabRefused, scrub
 from bot.render.status import StatusView, load_status, render_status
 from bot.services import Clients, Services
 from bot.store.operations import label_set, touch
@@ -109,10 +111,17 @@ ORDER: tuple[Effect, ...] = (
     Effect.LABELS,
     Effect.STATUS_COMMENT,
     Effect.CALLBACK,
+    Effect.DELETE_BRANCH,
 )
 #: Effects that call GitLab (paused for the rest of a dispatch once GitLab is unavailable).
 GITLAB_EFFECTS = frozenset(
-    {Effect.STATUS_COMMENT, Effect.LABELS, Effect.CLOSE_MR, Effect.UNAPPROVE}
+    {
+        Effect.STATUS_COMMENT,
+        Effect.LABELS,
+        Effect.CLOSE_MR,
+        Effect.UNAPPROVE,
+        Effect.DELETE_BRANCH,
+    }
 )
 _CLOSING = frozenset({BindingState.REJECTED, BindingState.CLOSED})
 #: The note of a row whose effect needs the MR, for an operation with none yet.
@@ -289,6 +298,8 @@ class _Dispatch:
                 return self._unapprove(view)
             case Effect.CALLBACK:
                 return self._callback(view, rows[0])
+            case Effect.DELETE_BRANCH:
+                return self._delete_branch(view)
             case _:
                 assert_never(effect)
 
@@ -357,6 +368,20 @@ class _Dispatch:
         # GitLab's own rules must not count our approvals
         unapprove(self._clients().approvers, self._project(view), view.mr_iid)
         return None
+
+    def _delete_branch(self, view: StatusView) -> str | None:
+        """The bot's merged branch is deleted by its author account. GitLab keeps a protected
+        source branch on merge, and only a Maintainer may delete one (400 otherwise): then the
+        branch is kept, said here and by `gitops-bot doctor` ("delete merged branches")."""
+        if not view.mr_opened_by_bot:
+            return "skipped: not the bot's MR"
+        branch = branch_name(view.operation_id)
+        try:
+            gone = delete_branch(self._project(view), branch)
+        except (GitLabRefused, Forbidden) as exc:
+            log.warning("merged branch kept: %s", exc, extra={"operation_id": view.operation_id})
+            return f"kept {branch}: the author account may not delete it ({exc.status_code})"
+        return None if gone else "already deleted"
 
     def _callback(self, view: StatusView, row: Claimed) -> str | None:
         """The submitter's callback_url is told of the row's phase change (bot/app/callbacks.py)."""

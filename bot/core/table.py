@@ -29,6 +29,9 @@ class Effect(StrEnum):
     #: the API submitter's callback_url is told of a phase change (written by fire() itself, once
     #: per operation and phase, when the operation has a callback_url; never by a table row)
     CALLBACK = "callback"
+    #: the bot's merged `gitops/<id>` branch is deleted: GitLab never removes a protected
+    #: source branch on merge (`can_remove_source_branch?`), and deleting one needs Maintainer
+    DELETE_BRANCH = "delete_branch"
 
 
 #: Every transition updates the MR's status comment and label (when there is an MR).
@@ -41,6 +44,7 @@ EFFECT_GUARDS: dict[Effect, str] = {
     Effect.CLOSE_MR: "bot_opened_mr",
     Effect.WITHDRAW_APPROVAL: "approval_in_flight",
     Effect.UNAPPROVE: "has_mr",
+    Effect.DELETE_BRANCH: "bot_opened_mr",
 }
 
 
@@ -181,7 +185,14 @@ TABLE: tuple[Transition, ...] = (
         Step.HANDLE_CHANGED_AFTER_APPROVAL,
         effects=(Effect.UNAPPROVE,),
     ),
-    Transition(S.MERGING, E.MERGED, S.MERGED, Step.HANDLE_MERGED, stamp="merged_at"),
+    Transition(
+        S.MERGING,
+        E.MERGED,
+        S.MERGED,
+        Step.HANDLE_MERGED,
+        effects=(Effect.DELETE_BRANCH,),
+        stamp="merged_at",
+    ),
     # -- validation: the deployment pipeline says the change is in effect -------------------
     Transition(S.MERGED, E.DEPLOYED, S.VALIDATED, Step.CALLBACK_VALIDATED),
     Transition(S.MERGED, E.DEPLOY_FAILED, S.MERGED, Step.CALLBACK_DEPLOY_FAILED),

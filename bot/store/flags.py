@@ -22,7 +22,8 @@ _flags = FLAGS
 DEFAULTS: Mapping[str, Any] = {
     # which step order an API submission takes; /gitops apply is always mr_first
     "workflow.order": Flow.APPROVE_FIRST.value,
-    # "python-gitlab" or "direct" (the HTTP call that sends the check items)
+    # "python-gitlab" (the default) or "direct": the HTTP call that sends check items to
+    # /approval_check_items, which is NOT a GitLab API (an approval gateway's): keep the default
     "approve.impl": "python-gitlab",
     # attempts per approval account before giving up (negative counts as 0)
     "approval.max_retries": 3,

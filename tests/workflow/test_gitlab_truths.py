@@ -8,11 +8,13 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from bot.app.doctor.checklist import MISS
+from bot.app.doctor.checklist import MISS, Identity
+from bot.app.doctor.projects import check_branch_cleanup, read_membership
 from bot.app.doctor.services import check_deliveries
 from bot.core.states import BindingState as S
 from bot.core.states import Flow, Step
 from bot.store.models import INBOX, utcnow
+from jobs.outbox import dispatch
 from sim.gitlab import mr_ops
 from tests.builders import operation
 from tests.workflow.harness import PROJECT, SECRETS, Bot
@@ -284,3 +286,38 @@ def test_an_oversized_delivery_is_answered_2xx_and_shown_by_doctor_and_the_dashb
     page = bot.client.get("/", headers={"Authorization": "Bearer api-token"})
     assert page.status_code == 200
     assert "1 webhook delivery\n  quarantined in the last 24 h" in page.get_data(as_text=True)
+
+
+def test_the_merged_bot_branch_is_deleted_by_a_maintainer_author(bot: Bot) -> None:
+    """GitLab keeps a protected source branch on merge (`can_remove_source_branch?`): the bot
+    deletes its merged `gitops/<id>` branch itself, its author account being Maintainer."""
+    bot.gitlab.protect_branch(PROJECT, "gitops/*", push=("gitops-bot",))  # as `hooks install`
+    op_id, _ = _approved_and_passed(bot)
+    bot.pass_pipeline(op_id)
+    bot.settle()
+    assert bot.state(op_id) is S.MERGED
+    assert f"gitops/{op_id}" in bot.gitlab.project(PROJECT).branches  # GitLab kept it
+    dispatch()  # the outbox
+    assert f"gitops/{op_id}" not in bot.gitlab.project(PROJECT).branches
+
+
+def test_a_developer_author_keeps_merged_branches_and_doctor_says_why(bot: Bot) -> None:
+    """A Developer may not delete a protected branch (400): the merged branch is kept, the
+    change goes on, and doctor names the missing right and its fix."""
+    bot.gitlab.add_member(PROJECT, "gitops-bot", 30)
+    bot.gitlab.protect_branch(PROJECT, "main", merge=(30,))  # Developers may merge there
+    bot.gitlab.protect_branch(PROJECT, "gitops/*", push=("gitops-bot",))
+    op_id, _ = _approved_and_passed(bot)
+    bot.pass_pipeline(op_id)
+    bot.settle()
+    assert bot.state(op_id) is S.MERGED
+    assert dispatch().failed == 0  # the outbox: the refusal is said, not retried
+    assert f"gitops/{op_id}" in bot.gitlab.project(PROJECT).branches
+    author = bot.services.require_clients().author
+    user = bot.gitlab.user("gitops-bot")
+    who = Identity("author", author, user.id, user.username)
+    cleanup = check_branch_cleanup(PROJECT, read_membership(PROJECT, who))
+    assert cleanup.name == f"delete merged branches {PROJECT}"
+    assert cleanup.status == MISS
+    assert "may not delete protected branches" in cleanup.detail
+    assert "Maintainer" in cleanup.fix

@@ -21,6 +21,7 @@ from bot.app.doctor.checklist import MISS, OK, SKIPPED, Check, Identity
 from bot.app.doctor.projects import (
     check_access,
     check_approve,
+    check_branch_cleanup,
     check_hook,
     check_merge,
     check_protection,
@@ -109,6 +110,7 @@ def _checks(services: Services, now: datetime) -> list[Check]:
         )
         checks.append(check_hook(author, project, url, now))
         checks.append(check_protection(author, project))
+        checks.append(check_branch_cleanup(project, author_access))
     checks.append(check_deliveries(services, now, database.status == OK))
     checks.append(check_approval(services))
     checks.append(check_public_url(settings))

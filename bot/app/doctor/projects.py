@@ -208,3 +208,27 @@ def check_protection(author: Identity | None, project: str) -> Check:
         detail = f"{BOT_BRANCHES}: Maintainers push and merge (the CE fallback)"
         return Check(name, OK, detail)
     return Check(name, OK, f"{BOT_BRANCHES}: only @{author.username} pushes and merges")
+
+
+#: GitLab's Maintainer access level: deleting a protected branch needs it.
+MAINTAINER_LEVEL = 40
+
+
+def check_branch_cleanup(project: str, author: Membership | None) -> Check:
+    """The author may delete the bot's merged `gitops/*` branches: they are protected, GitLab
+    never removes a protected source branch on merge, and deleting one needs Maintainer
+    (lib/gitlab/checks/branch_check.rb; app/services/branches/delete_service.rb)."""
+    name = f"delete merged branches {project}"
+    if author is None:
+        return Check(name, SKIPPED, "no valid author token to read its access with")
+    who = author.who
+    if author.level is not None and author.level >= MAINTAINER_LEVEL:
+        return Check(name, OK, f"@{who.username} is {level_text(author.level)}")
+    return Check(
+        name,
+        MISS,
+        f"@{who.username}, {level_text(author.level)}, may not delete protected branches: "
+        "every merged gitops/* branch is kept",
+        f"make @{who.username} Maintainer of {project}, or delete merged gitops/* branches "
+        "yourself",
+    )

@@ -157,13 +157,19 @@ def _approve(
     # transient failure part-way (retry_later writes op.progress) keeps who approved already
     tries: dict[str, int] = progress.setdefault("tries", {})
     approved: list[str] = progress.setdefault("approved", [])
-    # one read of the approvals serves every account's read-first check (fail-open)
-    try:
-        approvers: frozenset[str] | None = frozenset(
-            approved_by(ctx.clients.author.project(op.gitlab_project), iid)
-        )
-    except GitLabError:
-        approvers = None  # each account reads for itself then
+    approvers: frozenset[str] | None
+    if not tries:
+        # the first attempt on this head: every account approves it, pinned to its sha. The
+        # approvals GitLab lists now may be an older head's (its reset on push runs in a
+        # worker seconds later: ee/.../refresh_service.rb), never taken as given here; a
+        # repeat (after a crash) is answered 401/304 and confirmed by a read then
+        approvers = frozenset()
+    else:
+        # a later attempt: one read of the approvals serves every account's read-first check
+        try:
+            approvers = frozenset(approved_by(ctx.clients.author.project(op.gitlab_project), iid))
+        except GitLabError:
+            approvers = None  # each account reads for itself then (fail-open)
     required = ctx.services.settings.approvals_required
     for account in policy.approver_accounts(ctx.clients.approvers, policy.of(op), required):
         if account.label in approved:

@@ -105,9 +105,21 @@ class Bot:
     """The bot, the doubles around it, and the verbs tests use to drive it."""
 
     def __init__(
-        self, engine: Engine, redis: Any, rsps: responses.RequestsMock, **settings: Any
+        self,
+        engine: Engine,
+        redis: Any,
+        rsps: responses.RequestsMock,
+        *,
+        gitlab_version: str | None = None,
+        **settings: Any,
     ) -> None:
-        self.gitlab = GitLabDouble(GITLAB, mode="new")
+        # `gitlab_version`: a GitLab release's profile (sim/gitlab/versions.py), else the
+        # double's own default
+        self.gitlab = (
+            GitLabDouble(GITLAB, version=gitlab_version)
+            if gitlab_version is not None
+            else GitLabDouble(GITLAB, mode="new")
+        )
         self.gitlab.add_project(PROJECT, files={"config/prod.yaml": "replicas: 1\n"})
         self.gitlab.add_user("gitops-bot", token="author-token", access={PROJECT: 40})
         for n in (1, 2):

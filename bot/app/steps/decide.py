@@ -107,7 +107,10 @@ def decide_handle(op: OperationRow, mr: MrView, verdict: Verdict) -> StepDecisio
             "tries": {},
             "restarts": int(progress.get("restarts", 0)),
         }
-    return Approve(sha, progress, verdict.target)
+    # GitLab saying "not approved" on a head no account tried yet: no approval of ours to
+    # find first (after the bot's own rebase GitLab keeps them, and says so: then they are read)
+    fresh = mr.detailed_merge_status == "not_approved" and not progress.get("tries")
+    return Approve(sha, progress, verdict.target, read_first=not fresh)
 
 
 def decide_unfollowed_rebase(op: OperationRow) -> StepDecision | None:

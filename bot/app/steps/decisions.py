@@ -82,6 +82,9 @@ class Approve:
     progress: dict[str, Any]
     #: the target branch's head commit the check before approving compared the MR with
     compared_at: str | None = field(default=None, compare=False)
+    #: read the MR's approvals before approving (False: GitLab says the MR is not approved and
+    #: no account tried on this head yet: nothing of ours can be there to find)
+    read_first: bool = field(default=True, compare=False)
 
 
 @dataclass(frozen=True)

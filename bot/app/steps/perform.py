@@ -79,8 +79,8 @@ def perform(ctx: StepContext, decision: StepDecision) -> bool:
             return False
         case StopChanged(verdict):
             return stop_changed(ctx, verdict)
-        case Approve(sha, progress, compared_at):
-            return _approve(ctx, sha, progress, compared_at)
+        case Approve(sha, progress, compared_at, read_first):
+            return _approve(ctx, sha, progress, compared_at, read_first)
         case Rebase(sha, progress):
             assert ctx.op.mr_iid is not None
             project = ctx.clients.author.project(ctx.op.gitlab_project)
@@ -143,7 +143,11 @@ def _by_train(ctx: StepContext, sha: str, mr: MrView | None, progress: dict[str,
 
 
 def _approve(
-    ctx: StepContext, sha: str, progress: dict[str, Any], compared_at: str | None = None
+    ctx: StepContext,
+    sha: str,
+    progress: dict[str, Any],
+    compared_at: str | None = None,
+    read_first: bool = True,
 ) -> bool:
     """Approves `sha` as each approval bot that has not (each attempt's outcome decided by
     decide_approve); APPROVALS_GIVEN once all have. The bots are those the recorded policy
@@ -157,19 +161,13 @@ def _approve(
     # transient failure part-way (retry_later writes op.progress) keeps who approved already
     tries: dict[str, int] = progress.setdefault("tries", {})
     approved: list[str] = progress.setdefault("approved", [])
-    approvers: frozenset[str] | None
-    if not tries:
-        # the first attempt on this head: every account approves it, pinned to its sha. The
-        # approvals GitLab lists now may be an older head's (its reset on push runs in a
-        # worker seconds later: ee/.../refresh_service.rb), never taken as given here; a
-        # repeat (after a crash) is answered 401/304 and confirmed by a read then
-        approvers = frozenset()
-    else:
-        # a later attempt: one read of the approvals serves every account's read-first check
+    approvers: frozenset[str] | None = frozenset()
+    if read_first:
+        # one read of the approvals serves every account's read-first check (fail-open)
         try:
             approvers = frozenset(approved_by(ctx.clients.author.project(op.gitlab_project), iid))
         except GitLabError:
-            approvers = None  # each account reads for itself then (fail-open)
+            approvers = None  # each account reads for itself then
     required = ctx.services.settings.approvals_required
     for account in policy.approver_accounts(ctx.clients.approvers, policy.of(op), required):
         if account.label in approved:

@@ -135,12 +135,13 @@ def test_added_in_one_call(double: GitLabDouble, bot: Project) -> None:
     assert result.car is not None
     assert (result.car.iid, result.car.status, result.car.active) == (iid, "fresh", True)
     assert result.car.pipeline_status == "running"
-    (post,) = double.calls
+    (post,) = train_calls(double)
     assert (post.method, post.path) == (
         "POST",
         f"/projects/{PROJECT}/merge_trains/merge_requests/{iid}",
     )
-    assert post.body == {"sha": sha, "auto_merge": True}
+    # the double answers GET /version as 17.5: when_pipeline_succeeds (auto_merge from 17.11)
+    assert post.body == {"sha": sha, "when_pipeline_succeeds": True}
     assert (post.status, post.user) == (201, "gitops-bot")
 
 
@@ -240,7 +241,7 @@ def test_head_moved_is_409_in_one_call(double: GitLabDouble, bot: Project) -> No
 
     assert (result.outcome, result.status_code) == (TrainOutcome.HEAD_MOVED, 409)
     assert "SHA does not match HEAD of source branch" in result.detail
-    assert len(double.calls) == 1
+    assert len(train_calls(double)) == 1
     assert double.train(PROJECT) == []
 
 
@@ -287,7 +288,7 @@ def test_refused_when_merge_trains_are_off(double: GitLabDouble, bot: Project) -
     result = add_to_train(bot, iid, sha)
     assert (result.outcome, result.status_code) == (TrainOutcome.REFUSED, 400)
     assert "Merge trains are not enabled for this project" in result.detail
-    assert len(double.calls) == 1
+    assert len(train_calls(double)) == 1
 
 
 def test_refused_without_the_licence(double: GitLabDouble, bot: Project) -> None:
@@ -481,6 +482,7 @@ def test_already_in_older_wording_400() -> None:
         rsps.add(responses.GET, CAR, json=_car(status="fresh"))
         result = add_to_train(account().project(42), 7, SHA)
         assert calls(rsps) == [
+            "GET /version",  # once per process: which parameter joins when checks pass
             "POST /projects/42/merge_trains/merge_requests/7",
             "GET /projects/42/merge_requests/7",
             "GET /projects/42/merge_trains/merge_requests/7",
@@ -521,3 +523,37 @@ def test_no_call_sleeps_or_hangs() -> None:
         rsps.add(responses.GET, CAR, body=requests.exceptions.ReadTimeout("read timed out"))
         with pytest.raises(GitLabUnavailable):
             train_car(account().project(42), 7)
+
+
+def train_calls(double: GitLabDouble) -> list[Any]:
+    """The calls the double answered but the GET /version the first train add reads once per
+    process (bot/gitlab/version.py) to choose the parameter that joins when checks pass."""
+    return [c for c in double.calls if c.path != "/version"]
+
+
+@pytest.mark.parametrize(
+    ("version", "sent"),
+    [
+        ("15.11", {"when_pipeline_succeeds": True}),
+        ("17.5", {"when_pipeline_succeeds": True}),
+        ("17.11", {"auto_merge": True}),
+        ("19.5", {"auto_merge": True}),
+    ],
+)
+def test_the_join_parameter_follows_the_gitlab_version(version: str, sent: dict[str, bool]) -> None:
+    """ee/lib/api/merge_trains.rb up to 17.10 slices `when_pipeline_succeeds` out of the
+    parameters (an `auto_merge` is dropped); 17.11 added `auto_merge`. The bot reads GET
+    /version once and sends the one that release reads: on 15.11-17.10 a change whose checks
+    are still running is queued (202), where `auto_merge` alone would be refused (400)."""
+    double = GitLabDouble(URL, version=version)
+    double.add_project(PROJECT, files={"config/prod.yaml": "replicas: 1\n"}, protect_default=False)
+    double.add_user("gitops-bot", token="author-token", access={PROJECT: Access.DEVELOPER})
+    double.set_merge_trains(PROJECT)
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
+        double.mount(rsps, base_url=URL)
+        project = Account(make_client(URL, "author-token"), "author").project(PROJECT)
+        iid, sha = opened(double)  # its pipeline still running
+        result = add_to_train(project, iid, sha)
+    (post,) = train_calls(double)
+    assert {k: v for k, v in post.body.items() if k != "sha"} == sent
+    assert result.outcome is TrainOutcome.QUEUED

@@ -113,6 +113,8 @@ def test_an_all_green_setup_exits_0(world: World, run: Run) -> None:
         f"approve {PROJECT}",
         f"hook {PROJECT}",
         f"protection {PROJECT}",
+        f"delete merged branches {PROJECT}",
+        "webhook deliveries",
         "approval system",
         "public URL",
         "completion callbacks",

@@ -86,7 +86,7 @@ def test_the_workflow_on_this_gitlab(
     assert {op: states[op] for op in merged} == dict.fromkeys(merged, S.VALIDATED)
     assert states[failing[0]] is S.CREATE_FAILED
     engine = bot.services.engine
-    dispatch()  # the outbox: status comments, labels, merged branches deleted
+    dispatch(limit=10_000)  # the outbox: status comments, labels, merged branches deleted
     for op_id in merged:
         row = operation(engine, op_id)
         assert row["merge_commit_sha"] is not None

@@ -32,6 +32,7 @@ def settings(**kw: Any) -> Settings:
         "deploy_secret": DEPLOY_SECRET,
         "api_token": "api-token",
         "max_body_bytes": 64 * 1024,
+        "webhook_max_body_bytes": 64 * 1024,
     }
     values.update(kw)
     return Settings(**values)

@@ -158,17 +158,30 @@ def test_authenticated_garbage_is_quarantined_with_a_reason(
     assert deliveries("gitlab", "quarantined") == before + 1
 
 
-def test_an_oversized_body_is_413_without_storing(client: FlaskClient, services: Services) -> None:
-    """A body over the limit (declared in Content-Length) is refused before it is read."""
+def test_an_oversized_body_is_2xx_and_quarantined_unread(
+    client: FlaskClient, services: Services
+) -> None:
+    """An authenticated body over GITOPS_WEBHOOK_MAX_BODY_BYTES (declared in Content-Length)
+    is answered 2xx before it is read -- GitLab disables a hook after four 4xx -- and kept as a
+    quarantined delivery, without its body, saying why."""
     big = b"{" + b" " * (70 * 1024) + b"}"
     response = client.post("/webhooks/gitlab", data=big, headers=gitlab_headers("Pipeline Hook"))
-    assert response.status_code == 413
-    assert response.get_json()["error"] == "request_entity_too_large"
-    assert rows(services) == []
+    assert response.status_code == 200
+    assert response.get_json() == {"status": "quarantined"}
+    (row,) = rows(services)
+    assert row["status"] == "quarantined"
+    assert row["body"] == b""
+    assert row["reason"] == (
+        f"body of {len(big)} bytes over GITOPS_WEBHOOK_MAX_BODY_BYTES ({64 * 1024}): "
+        "not read, nothing processed"
+    )
 
 
-def test_an_oversized_chunked_body_is_413(client: FlaskClient, services: Services) -> None:
-    """A body with no Content-Length is cut off at the limit, not read whole."""
+def test_an_oversized_chunked_body_is_cut_off_and_quarantined(
+    client: FlaskClient, services: Services
+) -> None:
+    """A body with no Content-Length is cut off one byte past the limit, not read whole, and
+    the delivery quarantined (2xx)."""
     stream = io.BytesIO(b"{" + b" " * (200 * 1024) + b"}")
     response = client.post(
         "/webhooks/gitlab",
@@ -176,8 +189,18 @@ def test_an_oversized_chunked_body_is_413(client: FlaskClient, services: Service
         headers={**gitlab_headers("Pipeline Hook"), "Transfer-Encoding": "chunked"},
         environ_overrides={"wsgi.input_terminated": True},
     )
-    assert response.status_code == 413
+    assert response.status_code == 200
     assert stream.tell() <= 70 * 1024
+    assert [row["status"] for row in rows(services)] == ["quarantined"]
+
+
+def test_an_oversized_body_with_a_wrong_token_is_still_401(
+    client: FlaskClient, services: Services
+) -> None:
+    """Without the secret nothing is taken in, whatever its size."""
+    big = b"{" + b" " * (70 * 1024) + b"}"
+    headers = {**gitlab_headers("Pipeline Hook"), "X-Gitlab-Token": "wrong"}
+    assert client.post("/webhooks/gitlab", data=big, headers=headers).status_code == 401
     assert rows(services) == []
 
 

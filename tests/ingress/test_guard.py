@@ -206,6 +206,12 @@ def test_pipeline_for_an_older_commit_or_not_final_changes_nothing(
     op = mr_waiting_for_pipeline(services)
     with responses.RequestsMock() as rsps:  # the MR's head as GitLab says it now: abc
         gitlab_says_head(services, rsps, "abc")
+        # "old" is no merge-ref commit built from abc (a merged results pipeline's would be)
+        rsps.add(
+            responses.GET,
+            re.compile(r".*/api/v4/projects/14/repository/commits/old$"),
+            json={"id": "old", "parent_ids": ["older"]},
+        )
         send_older_and_running(client, op)
         assert run_queued(services) == ["stale", "stale"]
     assert operation(services.engine, str(op["id"]))["step"] == Step.CREATE_SUCCEEDED

@@ -45,7 +45,10 @@ def test_changes_ride_the_merge_train_pinned_to_their_checked_heads(bot: Bot) ->
     assert len(adds) == 3
     verified = {operation(engine, op_id)["verified_sha"] for op_id in ops}
     assert {call.body.get("sha") for call in adds} == verified
-    assert all(call.body.get("auto_merge") for call in adds)
+    # the double answers GET /version as 17.5: the Merge Trains API's parameter then is
+    # when_pipeline_succeeds (auto_merge from 17.11)
+    assert all(call.body.get("when_pipeline_succeeds") for call in adds)
+    assert not any("auto_merge" in call.body for call in adds)
     train_pipelines_pass(bot)
     bot.settle(advance=FOLLOW)
     for op_id in ops:

@@ -103,7 +103,9 @@ def _tested_head(services: Services, ev: PipelineEvent) -> str | None:
     assert ev.mr_iid is not None
     project = services.require_clients().author.project(ev.project_id)
     head = read_mr(project, ev.mr_iid).sha
-    parents = commit_parents(project, ev.sha) if needs_parents(ev.sha, head) else ()
+    # only a merge request pipeline (detached or merged results) may run on a merge ref
+    merge_ref = ev.source == "merge_request_event" and needs_parents(ev.sha, head)
+    parents = commit_parents(project, ev.sha) if merge_ref else ()
     return head if ran_on(ev.sha, head, parents) else None
 
 

@@ -23,8 +23,10 @@ from bot.gitlab import (
     rebase_status,
     upsert_status_note,
 )
-from bot.gitlab.approve import approve_once
+from bot.gitlab import approve as approve_module
+from bot.gitlab.approve import approve_once, unapprove
 from sim.gitlab import GitLabDouble
+from sim.gitlab.versions import REAL
 
 URL = "https://gitlab.example.com"
 OP = "6f1c1c52-8a4e-4c1e-9a57-0d3f3c3f0001"
@@ -193,3 +195,26 @@ def test_one_approvals_read_serves_every_account(double: GitLabDouble) -> None:
     )
     assert fresh.outcome is ApproveOutcome.APPROVED
     assert [c.method for c in double.calls[before:]] == ["POST"]
+
+
+@pytest.mark.parametrize("version", REAL)
+def test_unapprove_of_an_approval_already_gone_is_taken_back_on_every_release(
+    version: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The approvals read lists approver-1, whose approval is gone by the time its unapprove
+    arrives (a person or GitLab's reset removed it): GitLab answers 404 up to the release of
+    !244481 and 304 after (lib/api/merge_request_approvals.rb). Both mean taken back: no error,
+    and the account is reported as done."""
+    gl = GitLabDouble(URL, version=version)
+    gl.add_project("platform/config", files={"config/prod.yaml": "replicas: 1\n"})
+    gl.add_user("gitops-bot", token="author-token", access={"platform/config": 40})
+    gl.add_user("approver-1", token="approver-1-token", access={"platform/config": 40})
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
+        gl.mount(rsps, base_url=URL)
+        iid = change(gl)
+        monkeypatch.setattr(approve_module, "approved_by", lambda project, iid: {"approver-1"})
+        project = account("author-token", "author").project("platform/config")
+        taken = unapprove([account("approver-1-token", "approver-1")], project, iid)
+    assert taken == ["approver-1"]
+    (call,) = [c for c in gl.calls if c.path.endswith("/unapprove")]
+    assert call.status == gl.profile.unapprove_absent

@@ -32,11 +32,13 @@ def dead_total(effect: str) -> float:
 
 
 def test_burst_of_transitions_makes_one_note_and_one_labels_call(h: Harness) -> None:
-    """Five transitions on the MR, one dispatch: one note created, one labels PUT, latest state."""
+    """Five transitions on the MR, one dispatch: one note created, one labels PUT, latest state
+    (and the merged branch's delete, which MERGED writes)."""
     op_id, iid = h.operation(S.MERGED)
-    assert len(h.unsent(op_id)) == 10  # MR_OPENED .. MERGED: status + labels each
+    # MR_OPENED .. MERGED: status + labels each, and MERGED's delete_branch
+    assert len(h.unsent(op_id)) == 11
     report = dispatch(now=utcnow())
-    assert (report.claimed, report.sent, report.failed, report.coalesced) == (10, 10, 0, 8)
+    assert (report.claimed, report.sent, report.failed, report.coalesced) == (11, 11, 0, 8)
     assert h.double.count("POST", path_endswith="/notes") == 1
     assert h.double.count("PUT", path_contains="/notes/") == 0
     assert h.label_calls(iid) == 1

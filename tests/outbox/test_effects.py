@@ -33,6 +33,7 @@ HANDLERS: dict[Effect, str] = {
     Effect.WITHDRAW_APPROVAL: "_withdraw_approval",
     Effect.UNAPPROVE: "_unapprove",
     Effect.CALLBACK: "_callback",
+    Effect.DELETE_BRANCH: "_delete_branch",
 }
 
 #: Kinds that are no `Effect` (the second one is close_mr's member name, not its value).

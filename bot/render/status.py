@@ -73,6 +73,30 @@ def _phase_words(view: StatusView) -> str:
     return text.removeprefix(f"{phase_title(view.phase).lower()}; ")
 
 
+#: What GitLab's wait statuses mean, as the status comment says them.
+WAIT_WORDS = {
+    "status_checks_must_pass": "external status checks have not all passed",
+    "merge_time": "the merge_after time set on the merge request has not come",
+    "checking": "GitLab is checking whether it can be merged",
+    "unchecked": "GitLab has not checked whether it can be merged yet",
+    "ci_still_running": "the pipeline is still running",
+    "approvals_syncing": "GitLab is updating its approvals",
+    "preparing": "GitLab is preparing the merge request",
+}
+
+
+def _waiting_words(why: str | None) -> Markup | None:
+    """GitLab's word for the wait, as code, and what it means (None: not waiting on GitLab)."""
+    if why is None:
+        return None
+    status = why.split(":", 1)[0].strip()
+    if not _ID.fullmatch(status):
+        return Markup("{}").format(md_escape(why, DETAIL_LIMIT))
+    meaning = WAIT_WORDS.get(status)
+    code = Markup("`{}`").format(status)
+    return code if meaning is None else Markup("{}: {}").format(code, meaning)
+
+
 def _detail(view: StatusView) -> str | None:
     """The error to show: the operation's own, else what the failing transition recorded."""
     if view.error_detail:
@@ -185,6 +209,7 @@ def status_context(
         "phase_words": _phase_words(view),
         "step_label": f"{view.step.name} ({view.step.value})",
         "queue": _queue_line(view.queue),
+        "waiting_on": _waiting_words(view.waiting_on),
         "operation_id": view.operation_id,
         "hint": view.hint.text,
         "superseded": not view.owns_binding,

@@ -104,6 +104,9 @@ class StatusView:
     policy_file: bool = False
     #: the change's preview (bot/app/checks/preview.py), once fixed before its approval request
     preview: dict[str, Any] | None = None
+    #: what GitLab said the current wait is for (a detailed_merge_status such as
+    #: status_checks_must_pass), while it waits; None otherwise
+    waiting_on: str | None = None
 
     @property
     def hint(self) -> Hint:
@@ -149,6 +152,7 @@ _VIEW = select(
     OPERATIONS.c.policy_sha,
     OPERATIONS.c.policy,
     OPERATIONS.c.preview,
+    OPERATIONS.c.progress,
     BINDINGS.c.state,
     BINDINGS.c.operation_id.label("owner"),
 ).join(BINDINGS, BINDINGS.c.id == OPERATIONS.c.binding_id)
@@ -218,7 +222,15 @@ def load_status(engine: Engine, operation_id: str) -> StatusView | None:
         policy_sha=values["policy_sha"],
         policy_file=values["policy"] is not None,
         preview=dict(values["preview"]) if values["preview"] else None,
+        waiting_on=_waiting_on(values["progress"], state) if owns else None,
     )
+
+
+def _waiting_on(progress: Any, state: BindingState) -> str | None:
+    """What GitLab said the operation's current merge wait is for (recorded by the wait)."""
+    wait = progress.get("wait") if isinstance(progress, dict) else None
+    why = wait.get("why") if isinstance(wait, dict) else None
+    return why if isinstance(why, str) and why and state is BindingState.MERGING else None
 
 
 def _last_state(timeline: tuple[TimelineEntry, ...], fallback: BindingState) -> BindingState:

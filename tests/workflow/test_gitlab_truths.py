@@ -13,6 +13,7 @@ from bot.app.doctor.projects import check_branch_cleanup, read_membership
 from bot.app.doctor.services import check_deliveries
 from bot.core.states import BindingState as S
 from bot.core.states import Flow, Step
+from bot.render.status import WAIT_WORDS
 from bot.store.models import INBOX, utcnow
 from jobs.outbox import dispatch
 from sim.gitlab import mr_ops
@@ -183,13 +184,17 @@ def _approved_and_passed(bot: Bot) -> tuple[str, int]:
 def test_gitlab_statuses_that_mean_wait_wait_and_then_merge(bot: Bot, status: str) -> None:
     """`status_checks_must_pass` (external status checks not all passed yet) and `merge_time`
     (the MR's merge_after not reached) pass by themselves: the bot waits, and merges once
-    GitLab lets it -- it does not stop with MERGE_ERROR."""
+    GitLab lets it -- it does not stop with MERGE_ERROR -- and the status comment says what
+    GitLab waits for."""
     op_id, mr_iid = _approved_and_passed(bot)
     bot.gitlab.set_merge_status(PROJECT, mr_iid, status)
     bot.pass_pipeline(op_id)
     bot.settle(advance=30)
     assert bot.state(op_id) is S.MERGING
     assert bot.gitlab.mr(PROJECT, mr_iid).state == "opened"
+    dispatch()  # the status comment says what GitLab waits for
+    (note,) = [n for n in bot.gitlab.mr(PROJECT, mr_iid).notes.values() if "GitOps" in n.body]
+    assert f"- **Waiting for GitLab:** `{status}`: {WAIT_WORDS[status]}" in note.body
     bot.gitlab.set_merge_status(PROJECT, mr_iid, None)
     bot.settle(advance=600)
     assert bot.state(op_id) is S.MERGED

@@ -160,7 +160,9 @@ def decide_merge(
                 Event.MERGE_ERROR, {"error_detail": f"GitLab refuses to merge: {result.detail}"}
             )
         case MergeOutcome.WAIT:
-            return Poll("merge")  # GitLab still checking, CI running...: no event says when
+            # GitLab still checking, CI running, checks or merge_after pending: no event says
+            # when; the status comment says what GitLab waits for
+            return Poll("merge", result.detail)
         case MergeOutcome.NOT_APPROVED | MergeOutcome.HEAD_MOVED:
             return decide_restart(op, progress, f"merge said {result.outcome.value}")
         case _:

@@ -44,6 +44,8 @@ class Poll:
     time are used up ("pending": it stays pending, moved only by an event or an operator)."""
 
     kind: PollKind
+    #: what GitLab said the wait is for ("status_checks_must_pass"): shown on the status comment
+    why: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

@@ -61,8 +61,8 @@ def perform(ctx: StepContext, decision: StepDecision) -> bool:
             if event is Event.MERGED:
                 changes = {**changes, **deploy_deadline(ctx.services.settings, ctx.now, ctx.op)}
             return advance(ctx, event, **changes)
-        case Poll(kind):
-            if poll(ctx.services, ctx.op, kind, ctx.now):
+        case Poll(kind, why):
+            if poll(ctx.services, ctx.op, kind, ctx.now, why):
                 return False
             if kind == "pending":  # its slow re-reads are used up: an event or a person moves it
                 return False

@@ -16,6 +16,7 @@ from bot.core.next_step import poll_interval
 from bot.heartbeat import beat
 from bot.queueing import DRIVE_JOB, QueueUnavailable
 from bot.services import Services
+from bot.store.commands import queue_status_comment
 from bot.store.flags import get_flag
 from bot.store.operations import OperationRow, touch
 
@@ -123,9 +124,12 @@ def continues_wait(ctx: StepContext) -> bool:
     return ctx.scheduled or retrying
 
 
-def poll(services: Services, op: OperationRow, kind: str, now: datetime) -> bool:
+def poll(
+    services: Services, op: OperationRow, kind: str, now: datetime, why: str | None = None
+) -> bool:
     """Schedules the next poll of a wait (`kind`: pipeline, rebase or pending); False when it
-    timed out.
+    timed out. `why`: what GitLab said the wait is for; when it is new, the status comment is
+    re-rendered to say it.
 
     Polls are tiered (the recorded policy's `poll.<kind>_tiers`, else the flag, read per use;
     `poll.covered_tiers` once pipeline webhooks are known to arrive for the MR) and the whole
@@ -152,8 +156,13 @@ def poll(services: Services, op: OperationRow, kind: str, now: datetime) -> bool
         return False
     wait["polls"] = int(wait["polls"]) + 1
     wait["token"] = token = uuid.uuid4().hex[:12]
+    said = wait.get("why")
+    wait["why"] = why
     progress["wait"] = wait
     drive_in(services, op, interval, now, progress=progress, deadline=not pending, token=token)
+    if why is not None and why != said:
+        with services.engine.begin() as conn:  # the comment says what GitLab waits for
+            queue_status_comment(conn, op.id, forget=False)
     return True
 
 

@@ -211,3 +211,19 @@ def test_every_endpoint_a_row_names_is_well_formed() -> None:
         or not str(e).split()[1].startswith("/")
     ]
     assert bad == []
+
+
+def test_the_check_items_flag_is_off_and_says_it_is_not_gitlabs() -> None:
+    """The approve call's check items (`approve.impl=direct`, POSTed to /approval_check_items)
+    are an approval gateway's API, not GitLab's: the flag defaults to GitLab's own approve, and
+    the flag's definition and the README say so where the flag is documented."""
+    from bot.store.flags import DEFAULTS
+
+    assert DEFAULTS["approve.impl"] == "python-gitlab"
+    flags_source = (ROOT / "bot" / "store" / "flags.py").read_text()
+    assert "which is NOT a GitLab API" in flags_source
+    readme = (ROOT / "README.md").read_text()
+    assert (
+        "`approve.impl=direct` sends check items to `/approval_check_items`, which is not a GitLab API"
+        in " ".join(readme.split())
+    )

@@ -223,7 +223,8 @@ def test_the_check_items_flag_is_off_and_says_it_is_not_gitlabs() -> None:
     flags_source = (ROOT / "bot" / "store" / "flags.py").read_text()
     assert "which is NOT a GitLab API" in flags_source
     readme = (ROOT / "README.md").read_text()
-    assert (
-        "`approve.impl=direct` sends check items to `/approval_check_items`, which is not a GitLab API"
-        in " ".join(readme.split())
+    said = (
+        "`approve.impl=direct` sends check items to `/approval_check_items`, which is not a"
+        " GitLab API"
     )
+    assert said in " ".join(readme.split())
